@@ -1,0 +1,175 @@
+"""The evolution loop (paper Algorithm 1a).
+
+Evaluate the seeds on the static set -> for each iteration: pick a parent by
+softmax over static scores, evaluate it on a fresh rotating minibatch, show
+the reflector two failed cases (Efraimidis-Spirakis, weight 1 - score), apply
+its patch, run the gates (with up to k compile-fix rounds), evaluate the child
+on the static set and add it to the pool unconditionally -> at the end score
+the best program on the held-out test set.
+
+This module decides what enters the pool; everything it calls only proposes.
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from mstar import select
+from mstar.config import RunConfig
+from mstar.evaluate import EvalResult, evaluate, sandbox_limits
+from mstar.llm.router import LLMRouter
+from mstar.llm.types import LLMError
+from mstar.mutate import MutationOutcome, propose_child
+from mstar.pool import Pool, PoolEntry
+from mstar.programs import load_program_source
+from mstar.reflect import ReflectionInput, build_reflection_messages
+from mstar.runs import RunStore
+from mstar.tasks import Task
+
+Progress = Callable[[dict], None]
+
+
+@dataclass
+class RunSummary:
+    best_id: str
+    best_static: float
+    best_seed_static: float
+    test_score: float
+    test_per_category: dict[str, float]
+    iterations: int
+    children_added: int
+    failed_iterations: int
+    seconds: float
+
+
+class Evolution:
+    def __init__(self, cfg: RunConfig, task: Task, router: LLMRouter, store: RunStore,
+                 progress: Progress | None = None, embedder=None):
+        self.cfg = cfg
+        self.task = task
+        self.router = router
+        self.store = store
+        self.progress = progress or (lambda event: None)
+        self.pool = Pool()
+        self.rng = random.Random(cfg.evolution.seed)
+        self.split = select.make_split(task, embedder, static_size=cfg.evolution.static_size,
+                                       rotating_size=cfg.evolution.rotating_size,
+                                       train_ratio=cfg.evolution.train_ratio, seed=cfg.evolution.seed)
+        self.train = [task.episodes[i] for i in self.split.train_episodes]
+        self.static = [task.validation[i] for i in self.split.static]
+
+    # ------------------------------------------------------------ helpers
+    def _eval(self, source: str, queries) -> EvalResult:
+        return evaluate(source, self.train, queries, metric=self.task.metric, router=self.router,
+                        sandbox=self.cfg.sandbox, workers=self.cfg.evolution.workers)
+
+    def _event(self, record: dict) -> None:
+        self.store.append_jsonl("lineage.jsonl", record)
+        self.progress(record)
+
+    # ------------------------------------------------------------ phases
+    def evaluate_seeds(self) -> None:
+        for name in self.cfg.seeds:
+            t0, mark = time.perf_counter(), self.router.mark()
+            label, source = load_program_source(name)
+            pid = f"seed_{label}"
+            res = self._eval(source, self.static)
+            self._add(PoolEntry(pid, None, 0, source, res.mean_score, f"seed: {label}", res.per_category), res)
+            self._event({"event": "seed", "program_id": pid, "parent_id": None, "iteration": 0,
+                         "title": f"seed: {label}", "static_score": res.mean_score,
+                         "per_category": res.per_category, "error": res.error,
+                         "llm": self.router.since(mark), "seconds": round(time.perf_counter() - t0, 3)})
+
+    def _add(self, entry: PoolEntry, res: EvalResult) -> None:
+        self.pool.add(entry)
+        self.store.write_program(entry.program_id, entry.source)
+        self.store.write_cases(entry.program_id, "static", res.to_dict())
+
+    def iterate(self, iteration: int) -> None:
+        ev = self.cfg.evolution
+        t0, mark = time.perf_counter(), self.router.mark()
+        parent = self.pool.entries[select.softmax_sample(self.pool.scores(), ev.tau, self.rng)]
+        batch = select.rotating_batch(self.split.rotating_pool, ev.rotating_size, iteration, ev.seed)
+        rot = self._eval(parent.source, [self.task.validation[i] for i in batch])
+        cases = [c.__dict__ for c in rot.cases]
+        failed = [c for c in cases if c["score"] < 1.0]
+        picked = [failed[i] for i in select.efraimidis_spirakis(
+            [1.0 - c["score"] for c in failed], min(ev.failures_per_iteration, len(failed)), self.rng)] if failed else []
+        successes = [c for c in cases if c["score"] >= 0.5][:2]
+        inp = ReflectionInput(
+            source=parent.source, iteration=iteration, score=parent.static_score,
+            failed_cases=picked or cases[:ev.failures_per_iteration], success_cases=successes,
+            write_examples=[w.__dict__ for w in rot.writes[:2]],
+            lineage=self.pool.lineage_lines(parent.program_id),
+            references=self._references(parent),
+            debug_logs=[l for w in rot.writes[:3] for l in w.debug_logs] + [l for c in cases for l in c["debug_logs"]],
+        )
+        outcome: MutationOutcome = propose_child(
+            parent.source, build_reflection_messages(inp, self.cfg.sandbox), router=self.router,
+            sandbox=self.cfg.sandbox, limits=sandbox_limits(self.cfg.sandbox),
+            attempts=ev.compile_fix_attempts, known_sources={e.source for e in self.pool.entries})
+        record = {"event": "iteration", "iteration": iteration, "parent_id": parent.program_id,
+                  "parent_static_score": parent.static_score, "rotating_batch": batch,
+                  "rotating_score": rot.mean_score, "failed_case_ids": [c["query_id"] for c in picked],
+                  "title": outcome.title, "body": outcome.body, "attempts": outcome.attempts,
+                  "status": outcome.status}
+        if outcome.status == "ok":
+            pid = f"iter_{iteration:03d}"
+            res = self._eval(outcome.source, self.static)
+            self._add(PoolEntry(pid, parent.program_id, iteration, outcome.source, res.mean_score,
+                                outcome.title, res.per_category), res)
+            record.update(program_id=pid, static_score=res.mean_score, per_category=res.per_category,
+                          delta=res.mean_score - parent.static_score, eval_error=res.error)
+        else:
+            if outcome.source is not None:  # keep the failed child's text for inspection
+                self.store.write_program(f"iter_{iteration:03d}_rejected", outcome.source)
+            record.update(program_id=None, static_score=None)
+        record["best_static_score"] = self.pool.best().static_score
+        record["llm"] = self.router.since(mark)
+        record["seconds"] = round(time.perf_counter() - t0, 3)
+        self._event(record)
+
+    def _references(self, parent: PoolEntry) -> list[tuple[str, float, str]]:
+        others = sorted((e for e in self.pool.entries if e.program_id != parent.program_id),
+                        key=lambda e: e.static_score)
+        if not others:
+            return []
+        picks = [others[-1]] if others[-1].static_score > parent.static_score else []
+        if others[0].static_score < parent.static_score and others[0] not in picks:
+            picks.append(others[0])
+        return [(e.program_id, e.static_score, e.source) for e in picks]
+
+    def finish(self, t_start: float) -> RunSummary:
+        best = self.pool.best()
+        mark = self.router.mark()
+        test = evaluate(best.source, self.train, self.task.test, metric=self.task.metric, router=self.router,
+                        sandbox=self.cfg.sandbox, workers=self.cfg.evolution.workers) if self.task.test else None
+        if test is not None:
+            self.store.write_cases(best.program_id, "test", test.to_dict())
+        self.store.write_text("best_program.py", best.source)
+        seeds = [e for e in self.pool.entries if e.parent_id is None]
+        summary = RunSummary(
+            best_id=best.program_id, best_static=best.static_score,
+            best_seed_static=max(e.static_score for e in seeds),
+            test_score=test.mean_score if test else float("nan"),
+            test_per_category=test.per_category if test else {},
+            iterations=self.cfg.evolution.iterations,
+            children_added=sum(1 for e in self.pool.entries if e.parent_id is not None),
+            failed_iterations=self.cfg.evolution.iterations - sum(1 for e in self.pool.entries if e.parent_id is not None),
+            seconds=round(time.perf_counter() - t_start, 3))
+        self._event({"event": "test", "program_id": best.program_id, "test_score": summary.test_score,
+                     "per_category": summary.test_per_category, "llm": self.router.since(mark)})
+        self.store.write_json("summary.json", {**summary.__dict__, "llm_totals": self.router.totals(),
+                                               "pool": [{k: v for k, v in e.to_dict().items() if k != "source"}
+                                                        for e in self.pool.entries]})
+        return summary
+
+    def run(self) -> RunSummary:
+        t0 = time.perf_counter()
+        self.store.write_json("split.json", self.split.to_dict())
+        self.evaluate_seeds()
+        for it in range(1, self.cfg.evolution.iterations + 1):
+            self.iterate(it)
+        return self.finish(t0)

@@ -1,0 +1,88 @@
+"""From a reflection prompt to a checked child program.
+
+Ask the reflector -> parse its reply -> apply the patch -> run the gates. When
+the reply cannot be used, the patch does not apply or a gate fails, the code
+and the exact error go back to the reflector (compile-fix prompt, paper G.3),
+up to `attempts` more times. Every attempt and its error is recorded for the
+lineage. A child whose source equals a program already in the pool is a
+duplicate and is not evaluated again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mstar.config import SandboxConfig
+from mstar.llm.router import LLMRouter
+from mstar.llm.types import LLMError
+from mstar.patch import PatchError, apply_patch
+from mstar.reflect import ReplyError, build_compile_fix_messages, parse_reply
+from sandbox.gates import run_gates
+from sandbox.host import SandboxLimits
+
+
+@dataclass
+class MutationOutcome:
+    status: str                    # "ok" | "failed" | "duplicate"
+    source: str | None             # the child's source (also for failed/duplicate, when one was made)
+    title: str = ""
+    body: str = ""
+    attempts: list[dict] = field(default_factory=list)
+
+
+def _normalise(source: str) -> str:
+    return "\n".join(line.rstrip() for line in source.strip().splitlines())
+
+
+def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter, sandbox: SandboxConfig,
+                  limits: SandboxLimits, attempts: int, known_sources: set[str]) -> MutationOutcome:
+    base = parent_source
+    title, body = "", ""
+    records: list[dict] = []
+    candidate: str | None = None
+    known = {_normalise(s) for s in known_sources}
+    for attempt in range(attempts + 1):
+        kind = "reflect" if attempt == 0 else "compile_fix"
+        rec: dict = {"attempt": attempt, "kind": kind}
+        records.append(rec)
+        try:
+            reply_text = router.text("reflector", messages)
+        except LLMError as exc:
+            rec.update(stage="llm", error=str(exc))
+            # A failed call is not the program's fault; nothing to fix, so stop here.
+            return MutationOutcome("failed", None, title or "reflector call failed", body, records)
+        rec["reply_chars"] = len(reply_text)
+        candidate, error = None, None
+        try:
+            reply = parse_reply(reply_text)
+            if attempt == 0 or not title:
+                title, body = reply.title, reply.body
+            rec["title"] = reply.title
+            if reply.patch is not None:
+                rec["patch"] = reply.patch
+                candidate = apply_patch(base, reply.patch)
+            else:
+                rec["full_program"] = True
+                candidate = reply.full_program
+        except ReplyError as exc:
+            error, rec["stage"] = f"reply: {exc}", "reply"
+        except PatchError as exc:
+            error, rec["stage"] = f"patch: {exc}", "patch"
+        if candidate is not None:
+            if _normalise(candidate) in known:
+                rec.update(stage="duplicate", error="the child is identical to a program already in the pool")
+                return MutationOutcome("duplicate", candidate, title, body, records)
+            report = run_gates(candidate, allowed_imports=sandbox.allowed_imports, limits=limits,
+                               llm=lambda m: router.text("toolkit", m))
+            rec["gates"] = {"ok": report.ok, "stage": report.stage, "error": report.error}
+            if report.ok:
+                rec["stage"] = "ok"
+                return MutationOutcome("ok", candidate, title, body, records)
+            error, rec["stage"] = f"gate failed at stage '{report.stage}': {report.error}", "gates"
+        rec["error"] = error
+        if attempt < attempts:
+            # Fix the broken child when there is one; a patch that did not apply is
+            # re-done against the program it was meant for.
+            if candidate is not None:
+                base = candidate
+            messages = build_compile_fix_messages(base, error or "unknown error", sandbox)
+    return MutationOutcome("failed", candidate, title or "no usable change", body, records)

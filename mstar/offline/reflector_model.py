@@ -1,0 +1,222 @@
+"""Offline reflector: a deterministic, LLM-free stand-in for the reflector role.
+
+Prompt in, reply out, in the same formats a real model sees and writes (mstar/reflect.py):
+
+- a reflection prompt -> read the current program, its underperforming cases and its lineage;
+  turn the cases into failure signals (`case_signals`); choose ONE mutation from the catalogue
+  (mstar/offline/mutations.py) by weight x signal boosts, skipping changes the lineage marks as
+  regressions or already tried on this parent; reply with a commit message and a V4A patch made
+  by mstar.patch.make_patch.
+- a compile-fix prompt -> try the repair rules (mstar/offline/repairs.py); when none applies,
+  say so without a patch, and the engine records a failed attempt. When the error is about the
+  reply or the patch rather than the program, propose a fresh mutation instead.
+
+Choices come from a `random.Random` seeded with (seed, hash of the program, iteration), so a
+run is reproducible and the same parent drawn in another iteration can get a different change.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass, field
+
+from mstar.offline import source_edits as se
+from mstar.offline.mutation_types import Edit, Mutation
+from mstar.offline.mutations import CATALOGUE, TUNING
+from mstar.offline.repairs import repair
+from mstar.offline.text import content_set, extract_tag
+from mstar.patch import make_patch
+
+_WHEN_RE = re.compile(r"^\s*when\b| when |\b(?:what|which) (?:year|date|month)\b", re.I)
+# An absolute date in an answer ("last week" is not one: it scores nothing against "7 May 2023").
+_DATE_RE = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b(?:19|20)\d\d\b"
+                      r"|\b\d{1,2}/\d{1,2}\b", re.I)
+_EMPTY_RE = re.compile(r"^\W*(?:unknown|none|n/?a|no (?:relevant )?information[\w ]*|not mentioned|"
+                       r"i don'?t know)?\W*$", re.I)
+
+
+@dataclass
+class Case:
+    question: str
+    expected: str
+    answer: str
+    retrieved: str
+
+
+@dataclass
+class LineageEntry:
+    kind: str          # "ancestor" | "current" | "child" | "" (unknown format)
+    title: str
+    regression: bool
+
+
+@dataclass
+class ReflectionView:
+    """What the offline reflector reads from a reflection prompt."""
+    source: str
+    iteration: int
+    score: float | None
+    cases: list[Case] = field(default_factory=list)
+    lineage: list[LineageEntry] = field(default_factory=list)
+    attempt_error: str | None = None
+
+
+def _fenced(block: str | None) -> str | None:
+    if block is None:
+        return None
+    m = re.search(r"```(?:python|py)?[ \t]*\n(.*)\n[ \t]*```", block, re.S)
+    return (m.group(1) if m else block.strip()) + "\n"
+
+
+def parse_lineage(block: str | None) -> list[LineageEntry]:
+    out = []
+    for line in (block or "").splitlines():
+        line = line.strip()
+        if not line.startswith("- "):
+            continue
+        m = re.match(r"- \[(\w+)\] [^:\s]+: (.*)$", line)
+        kind, rest = (m.group(1), m.group(2)) if m else ("", line[2:])
+        title = re.sub(r"\s*\((?:score|\u0394|delta)[^()]*\)\s*(?:\u2190|<-)?\s*(?:REGRESSION)?\s*$", "", rest)
+        out.append(LineageEntry(kind, title.strip(), "REGRESSION" in line))
+    return out
+
+
+def parse_reflection_prompt(prompt: str) -> ReflectionView:
+    m = re.search(r'<current_program(?:\s+iteration="(\d+)")?[^>]*>(.*?)</current_program>', prompt, re.S)
+    if not m:
+        raise ValueError("offline reflector: the prompt has no <current_program> section")
+    score_text = extract_tag(prompt, "evaluation_score")
+    try:
+        score = float(score_text) if score_text else None
+    except ValueError:
+        score = None
+    cases = []
+    for block in re.findall(r"<case\b[^>]*>(.*?)</case>", extract_tag(prompt, "underperforming_cases") or "", re.S):
+        cases.append(Case(*(extract_tag(block, t) or "" for t in ("question", "expected", "model_answer",
+                                                                   "retrieved"))))
+    return ReflectionView(_fenced(m.group(2)), int(m.group(1) or 0), score, cases,
+                          parse_lineage(extract_tag(prompt, "lineage")), extract_tag(prompt, "attempt_error"))
+
+
+def case_signals(case: Case) -> set[str]:
+    """The failure signals (mutations.SIGNALS) one underperforming case shows."""
+    signals = set()
+    answer, expected, retrieved = case.answer.strip(), case.expected.strip(), case.retrieved
+    if _WHEN_RE.search(case.question) and not _DATE_RE.search(answer):
+        signals.add("when_no_date")
+    if _EMPTY_RE.match(answer) or re.match(r"^\W*no (?:relevant )?information", retrieved.strip(), re.I) \
+            or not retrieved.strip():
+        signals.add("no_answer")
+    want = content_set(expected)
+    if want and len(want & content_set(retrieved)) < 0.5 * len(want):
+        signals.add("not_retrieved")
+    if len(retrieved) >= 2400 or "more characters cut]" in retrieved:
+        signals.add("long_retrieved")
+    n_answer, n_expected = len(answer.split()), len(expected.split())
+    if n_answer > n_expected + 3:
+        signals.add("verbose")
+    elif n_answer + 2 < n_expected and "not_retrieved" not in signals:
+        signals.add("terse")
+    return signals
+
+
+def title_key(title: str) -> str:
+    return title.split(":", 1)[0].strip().lower()
+
+
+def choice_rng(seed: int, source: str, iteration: int, extra: str = "") -> random.Random:
+    digest = hashlib.sha256(f"{seed}\x00{iteration}\x00{extra}\x00{source}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def mutation_weight(m: Mutation, signals: set[str]) -> float:
+    base, boosts = TUNING[m.name]
+    weight = base
+    for s in sorted(signals):  # fixed order: float products must not depend on set order
+        weight *= boosts.get(s, 1.0)
+    return weight
+
+
+def choose_edit(source: str, rng: random.Random, signals: set[str], lineage: list[LineageEntry],
+                catalogue: list[Mutation] = CATALOGUE) -> tuple[Mutation, Edit] | None:
+    """One weighted draw from the applicable mutations.
+
+    Changes marked as regressions anywhere in the lineage, and changes already tried on this
+    parent (its children's titles: the same structural edit would be a duplicate), are left
+    out while anything else applies; when nothing else does, regressions stay out first.
+    """
+    banned = {title_key(e.title) for e in lineage if e.regression}
+    tried = {title_key(e.title) for e in lineage if e.kind == "child"}
+    applicable = [m for m in catalogue if TUNING[m.name][0] > 0 and m.applies(source)]
+    pool = ([m for m in applicable if m.key.lower() not in banned | tried]
+            or [m for m in applicable if m.key.lower() not in banned] or applicable)
+    while pool:
+        weights = [mutation_weight(m, signals) for m in pool]
+        m = rng.choices(pool, weights=weights)[0]
+        edit = m.apply(source, rng)
+        if edit is not None and edit.source != source and se.parses(edit.source):
+            return m, edit
+        pool.remove(m)
+    return None
+
+
+def format_reply(old: str, edit: Edit) -> str:
+    message = f"*** Commit Message\nTitle: {edit.title}\n- {edit.diagnosis}\n- {edit.change}\n"
+    return message + make_patch(old, edit.source)
+
+
+def no_patch_reply(title: str, diagnosis: str) -> str:
+    return (f"*** Commit Message\nTitle: {title}\n- {diagnosis}\n"
+            "- No change proposed: the offline reflector has no rule that fixes this, so this reply "
+            "carries no patch.\n")
+
+
+def _evidence(cases: list[Case], m: Mutation) -> str:
+    boosts = TUNING[m.name][1]
+    hits = [(i, s) for i, c in enumerate(cases, 1) for s in sorted(case_signals(c)) if s in boosts]
+    if not hits:
+        return ""
+    shown = "; ".join(f"case {i}: {s.replace('_', ' ')}" for i, s in hits[:3])
+    return f" Seen in the failing cases ({shown})."
+
+
+class OfflineReflectorModel:
+    """Deterministic reflector: same prompt and seed, same reply (see module docstring)."""
+
+    def __init__(self, seed: int = 0, catalogue: list[Mutation] | None = None):
+        self.seed = seed
+        self.catalogue = CATALOGUE if catalogue is None else catalogue
+
+    def complete(self, messages: list[dict]) -> str:
+        prompt = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") != "assistant")
+        if (extract_tag(prompt, "task") or "").strip() == "compile_fix":
+            return self._compile_fix(prompt)
+        return self._reflect(parse_reflection_prompt(prompt))
+
+    def _reflect(self, view: ReflectionView, extra: str = "") -> str:
+        signals = set().union(*(case_signals(c) for c in view.cases)) if view.cases else set()
+        # A retry after a failed attempt must not make the same choice again.
+        rng = choice_rng(self.seed, view.source, view.iteration, extra + (view.attempt_error or ""))
+        chosen = choose_edit(view.source, rng, signals, view.lineage, self.catalogue)
+        if chosen is None:
+            return no_patch_reply("No applicable change found",
+                                  "None of the offline reflector's mutations applies to this program.")
+        m, edit = chosen
+        edit = Edit(edit.source, edit.title, edit.diagnosis + _evidence(view.cases, m), edit.change)
+        return format_reply(view.source, edit)
+
+    def _compile_fix(self, prompt: str) -> str:
+        source = _fenced(extract_tag(prompt, "broken_program"))
+        error = extract_tag(prompt, "error") or ""
+        if source is None:
+            raise ValueError("offline reflector: compile-fix prompt has no <broken_program> section")
+        if re.match(r"\s*(?:patch|reply):", error):
+            # The program itself is fine; the change did not arrive. Propose another one.
+            return self._reflect(ReflectionView(source, 0, None), extra=error)
+        edit = repair(source, error)
+        if edit is None:
+            first = error.strip().splitlines()[0][:160] if error.strip() else "unknown error"
+            return no_patch_reply(f"Cannot fix: {first}",
+                                  f"The error ({first}) matches none of the offline repair rules.")
+        return format_reply(source, edit)

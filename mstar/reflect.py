@@ -1,0 +1,219 @@
+"""The reflector's prompts and the parsing of its replies (paper Appendix G.2, G.3).
+
+The prompt text is our own; its sections follow the paper: interface spec,
+rules, patch format, the current program and its score, then -- when there is
+data for them -- lineage, write examples, success cases, reference programs,
+memory debug logs, and the underperforming cases with their whole
+retrieval-and-answer conversation.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from mstar.config import SandboxConfig
+
+MAX_CASE_FIELD = 2500      # characters of one retrieved text / prompt shown per case
+MAX_DEBUG_LINES = 40
+
+
+def interface_spec(sandbox: SandboxConfig) -> str:
+    imports = ", ".join(sandbox.allowed_imports)
+    return f"""A memory program is one Python module, program.py, that defines:
+
+1. `KnowledgeItem` -- a @dataclass: what gets stored. The task agent fills it from raw text by
+   writing JSON, so every field must have a JSON-compatible type: str, int, float, bool,
+   list[str] or Optional[str] (no datetime, tuple, bytes, dict or custom classes). Describe each
+   field with `field(metadata={{"description": "..."}})`; give defaults where a value may be missing.
+2. `Query` -- a @dataclass: what the agent asks the memory with. Same rules as KnowledgeItem.
+3. `KnowledgeBase` -- the memory itself:
+   - `__init__(self, toolkit)` receives the toolkit:
+     - `toolkit.db`: an in-memory SQLite database (execute / executemany / executescript / commit,
+       cursors with fetchone / fetchall; `row_factory` may be set to sqlite3.Row)
+     - `toolkit.chroma`: a chromadb ephemeral client (get_or_create_collection, then add / upsert /
+       query / get / count / delete; collection names need at least 3 characters)
+     - `toolkit.llm_completion(messages, **kwargs) -> str`: an LLM for summarising, extracting or
+       reasoning -- at most {sandbox.llm_calls_per_op} call per write() or read(), none in __init__
+     - `toolkit.logger.debug(message)`: debug output, shown back to you as memory debug logs
+   - `write(self, item: KnowledgeItem, raw_text: str) -> None`
+   - `read(self, query: Query) -> str`
+4. Four module-level string constants:
+   - INSTRUCTION_KNOWLEDGE_ITEM: tells the agent what to extract from a text and how
+   - INSTRUCTION_QUERY: tells the agent how to turn a question into a Query
+   - INSTRUCTION_RESPONSE: tells the agent how to answer (format, length, style)
+   - ALWAYS_ON_KNOWLEDGE: text placed before the retrieved memory in every answer prompt; may be ""
+
+Allowed imports: {imports}. Nothing else can be imported; the program runs in a sandbox with no
+files, no network and no environment.
+Limits: read() returns at most {sandbox.read_max_chars} characters; each write() and read() must finish
+within {sandbox.call_timeout_s:g} seconds; the LLM budget above is enforced and resets before each call."""
+
+
+RULES = """1. Start with your diagnosis, then give the change as a patch.
+2. Keep exactly the three classes (KnowledgeItem, Query, KnowledgeBase) and the four string
+   constants (INSTRUCTION_KNOWLEDGE_ITEM, INSTRUCTION_QUERY, INSTRUCTION_RESPONSE, ALWAYS_ON_KNOWLEDGE).
+3. KnowledgeBase.__init__ takes `toolkit`; write takes a KnowledgeItem and the raw text; read takes
+   a Query and returns a str.
+4. read() must never return more than the character limit.
+5. Prefer small changes that should help on unseen questions too: no lists of words or rules that
+   only fit the cases shown here.
+6. Two levers, use both when they help: the instructions (the INSTRUCTION_* constants and
+   ALWAYS_ON_KNOWLEDGE steer how the agent extracts, asks and answers; ALWAYS_ON_KNOWLEDGE reaches
+   every answer) and the memory design (the schemas and how write() stores and read() retrieves).
+7. Comment the code with the reason for each design choice, so later rounds keep what works."""
+
+
+PATCH_FORMAT = """Write a commit message first:
+
+*** Commit Message
+Title: <one line: what changed and why>
+- <the root cause you found>
+- <what you changed>
+
+Then the change as a V4A patch, with the marker lines on their own lines and no code fence:
+
+*** Begin Patch
+*** Update File: program.py
+@@ <optional: a class or def line to anchor the hunk>
+ <unchanged context line>
+-<removed line>
++<added line>
+ <unchanged context line>
+*** End Patch
+
+Context lines start with a space, removed lines with '-', added lines with '+'. Give about three
+lines of unchanged context above and below each change, copied exactly from the program; one
+*** Update File block may hold several hunks, in file order."""
+
+
+@dataclass
+class ReflectionInput:
+    source: str
+    iteration: int
+    score: float
+    failed_cases: list[dict]            # CaseResult dicts
+    success_cases: list[dict]
+    write_examples: list[dict]          # WriteRecord dicts
+    lineage: list[str]
+    references: list[tuple[str, float, str]]   # (program_id, score, source)
+    debug_logs: list[str]
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n] + f"\n[... {len(text) - n} more characters cut]"
+
+
+def _fmt_conversation(conv: Sequence[dict]) -> str:
+    return "\n".join(f"[{m.get('role', '?')}]: {_cut(str(m.get('content', '')), MAX_CASE_FIELD)}" for m in conv)
+
+
+def build_reflection_messages(inp: ReflectionInput, sandbox: SandboxConfig) -> list[dict]:
+    parts = [
+        "You are an expert Python engineer who designs memory systems for LLM agents. Below is a "
+        "memory program, its score on a task, and cases where it did badly. Find out why those cases "
+        "failed and improve the program, through its instructions, its memory design, or both.",
+        f"<interface_spec>\n{interface_spec(sandbox)}\n</interface_spec>",
+        f"<rules>\n{RULES}\n</rules>",
+        f"<patch_format>\n{PATCH_FORMAT}\n</patch_format>",
+        f'<current_program iteration="{inp.iteration}">\n```python\n{inp.source.rstrip()}\n```\n</current_program>',
+        f"<evaluation_score>{inp.score:.4f}</evaluation_score>",
+    ]
+    if inp.lineage:
+        parts.append("<lineage>\nHow this program came to be and what was tried on it (Δ = score change "
+                     "against its parent; do not repeat changes marked as regressions):\n"
+                     + "\n".join(inp.lineage) + "\n</lineage>")
+    if inp.write_examples:
+        ex = []
+        for w in inp.write_examples:
+            ex.append(f"<write_example episode=\"{w['episode_id']}\">\n<raw_text>{_cut(w['raw_text'], 800)}</raw_text>\n"
+                      f"<item>{w['item']}</item>\n</write_example>")
+        parts.append("<write_examples>\nHow raw texts became knowledge items:\n" + "\n".join(ex) + "\n</write_examples>")
+    if inp.success_cases:
+        ex = [f"<case><question>{c['question']}</question><expected>{c['expected']}</expected>"
+              f"<model_answer>{c['answer']}</model_answer><score>{c['score']:.2f}</score></case>"
+              for c in inp.success_cases]
+        parts.append("<success_cases>\nThese worked; keep what makes them work:\n" + "\n".join(ex) + "\n</success_cases>")
+    if inp.references:
+        ex = [f'<reference_program id="{pid}" score="{s:.4f}">\n```python\n{_cut(src, 6000)}\n```\n</reference_program>'
+              for pid, s, src in inp.references]
+        parts.append("<reference_programs>\nOther programs from the population, higher and lower scoring. Look "
+                     "for the design choices that go with better scores:\n" + "\n".join(ex) + "\n</reference_programs>")
+    if inp.debug_logs:
+        logs = inp.debug_logs[:MAX_DEBUG_LINES]
+        parts.append("<memory_debug_logs>\n" + "\n".join(_cut(l, 300) for l in logs) + "\n</memory_debug_logs>")
+    cases = []
+    for i, c in enumerate(inp.failed_cases, 1):
+        cases.append(
+            f'<case id="{i}">\n<question>{c["question"]}</question>\n<expected>{c["expected"]}</expected>\n'
+            f'<model_answer>{c["answer"]}</model_answer>\n<score>{c["score"]:.2f}</score>\n'
+            f'<retrieved>{_cut(c["retrieved"], MAX_CASE_FIELD)}</retrieved>\n'
+            + (f'<error>{c["error"]}</error>\n' if c.get("error") else "")
+            + f'<conversation>\n{_fmt_conversation(c.get("conversation", []))}\n</conversation>\n</case>')
+    parts.append("These cases scored low after the memory was written. Each shows the whole retrieval "
+                 "and answer conversation.\n<underperforming_cases>\n" + "\n".join(cases) + "\n</underperforming_cases>")
+    parts.append("<task>\n1. Diagnose why these cases scored low: look at what was retrieved and at how the "
+                 "agent answered.\n2. Decide what to change: the instructions, the memory design, or both.\n"
+                 "3. Write the commit message and the patch.\n</task>")
+    return [{"role": "user", "content": "\n\n".join(parts)}]
+
+
+def build_compile_fix_messages(source: str, error: str, sandbox: SandboxConfig) -> list[dict]:
+    text = (
+        "<task>compile_fix</task>\nA memory program failed to apply, compile or pass its checks. Fix the "
+        "error and give the fix as a patch against the broken program below.\n\n"
+        f"<interface_spec>\n{interface_spec(sandbox)}\n</interface_spec>\n\n"
+        f"<patch_format>\n{PATCH_FORMAT}\n</patch_format>\n\n"
+        f"<broken_program>\n```python\n{source.rstrip()}\n```\n</broken_program>\n\n"
+        f"<error>\n{error}\n</error>"
+    )
+    return [{"role": "user", "content": text}]
+
+
+# ---------------------------------------------------------------- replies
+
+@dataclass
+class ReflectorReply:
+    title: str
+    body: str
+    patch: str | None          # V4A text, when the reply carries one
+    full_program: str | None   # a whole program in a code block, accepted as a replacement
+
+
+class ReplyError(ValueError):
+    """The reply carries neither a usable patch nor a whole program."""
+
+
+_FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
+
+
+def parse_reply(text: str) -> ReflectorReply:
+    if not text or not text.strip():
+        raise ReplyError("the reflector's reply was empty")
+    title, body = _commit_message(text)
+    has_begin = "*** Begin Patch" in text
+    has_hunk = re.search(r"^\*\*\* (Update|Add) File:", text, re.M) is not None
+    if has_begin or has_hunk:
+        if has_begin and "*** End Patch" not in text and not has_hunk:
+            raise ReplyError("the reply was cut off: '*** Begin Patch' without any file section or '*** End Patch'")
+        return ReflectorReply(title, body, text, None)
+    for block in _FENCE.findall(text):
+        if "class KnowledgeBase" in block and "INSTRUCTION_RESPONSE" in block:
+            return ReflectorReply(title, body, None, block)
+    raise ReplyError("the reply has no '*** Begin Patch' ... '*** End Patch' patch and no complete program")
+
+
+def _commit_message(text: str) -> tuple[str, str]:
+    m = re.search(r"\*\*\* Commit Message\s*\n(.*?)(?=\n\s*\*\*\* (?:Begin Patch|Update File)|```|\Z)", text, re.S)
+    block = m.group(1) if m else ""
+    title = ""
+    body_lines = []
+    for line in block.splitlines():
+        s = line.strip()
+        if not title and s.lower().startswith("title:"):
+            title = s[6:].strip()
+        elif s:
+            body_lines.append(s)
+    if not title:
+        title = next((l.strip() for l in block.splitlines() if l.strip()), "") or "untitled change"
+    return title[:200], "\n".join(body_lines)

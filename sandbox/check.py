@@ -1,0 +1,72 @@
+"""Check a memory program by hand: every gate, in a real sandbox worker, no API key needed.
+
+    python -m sandbox.check PROGRAM.py [--json] [--allow-import M ...] [--timeout S]
+
+The toolkit LLM is served locally and deterministically: by the offline toolkit model
+(mstar.offline.toolkit_model) when it is installed, otherwise by echoing the last 500
+characters of the prompt. Exit status 0 only if every gate passes.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+from mstar.contract import DEFAULT_ALLOWED_IMPORTS
+from sandbox.gates import GateReport, run_gates
+from sandbox.host import SandboxLimits
+
+
+def local_toolkit_llm() -> tuple[Callable[[list[dict]], str], str]:
+    """The deterministic toolkit LLM used for checks, and its name."""
+    try:
+        from mstar.offline.toolkit_model import OfflineToolkitModel
+    except ImportError:
+        def echo(messages: list[dict]) -> str:
+            return "\n".join(str(m.get("content", "")) for m in messages)[-500:]
+        return echo, "echo of the last 500 prompt characters"
+    return OfflineToolkitModel().complete, "mstar.offline.toolkit_model.OfflineToolkitModel"
+
+
+def render_text(report: GateReport, llm_name: str) -> str:
+    lines = [f"ok: {report.ok}", f"stage: {report.stage}", f"error: {report.error or '-'}",
+             f"seconds: {report.seconds}", f"layers: {', '.join(report.layers) or '-'}",
+             f"toolkit llm: {llm_name}", "", f"read_outputs ({len(report.read_outputs)}):"]
+    for i, out in enumerate(report.read_outputs):
+        lines.append(f"--- read#{i} ({len(out)} chars)")
+        lines.append(out)
+    lines += ["", f"logs ({len(report.logs)}):", *report.logs, "",
+              f"llm_calls ({len(report.llm_calls)}):"]
+    for call in report.llm_calls:
+        size = sum(len(m.get("content") or "") for m in call["messages"])
+        outcome = f"error: {call['error']}" if "error" in call else f"reply: {call.get('reply', '')!r}"
+        lines.append(f"- {call['window']}: {len(call['messages'])} message(s), {size} chars; {outcome}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sandbox.check", description=__doc__.split("\n\n")[0])
+    parser.add_argument("program", type=Path, help="the memory program (.py) to check")
+    parser.add_argument("--json", action="store_true", help="print the gate report as JSON")
+    parser.add_argument("--allow-import", action="append", default=[], metavar="M",
+                        help="allow one more top-level module (repeatable)")
+    parser.add_argument("--timeout", type=float, default=SandboxLimits().call_timeout_s, metavar="S",
+                        help="wall-clock limit per load/write/read in seconds (default %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        source = args.program.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        parser.error(f"cannot read {args.program}: {exc}")
+    if args.timeout <= 0:
+        parser.error("--timeout must be > 0")
+    allowed = tuple(dict.fromkeys([*DEFAULT_ALLOWED_IMPORTS, *args.allow_import]))
+    llm, llm_name = local_toolkit_llm()
+    report = run_gates(source, allowed_imports=allowed, limits=SandboxLimits(call_timeout_s=args.timeout),
+                       llm=llm)
+    print(report.to_json(indent=2) if args.json else render_text(report, llm_name))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""OS-level limits a worker applies to itself before any program code runs (spec layer L5).
+
+Each function returns the name of the layer it put in place, or raises LayerUnavailable with the
+reason; the worker collects both so the engine can report which layers were active and warn about
+the missing ones instead of failing on machines that lack one (no root, no prctl, not Linux).
+
+Order matters and is the worker's job: rlimits and no_new_privs first, then imports and warm-up,
+then the uid drop, and only then PR_SET_PDEATHSIG (the kernel clears it on a credential change).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import resource
+import signal
+
+NOBODY_UID = NOBODY_GID = 65534
+FSIZE_BYTES = 1 << 20  # programs have no file API; this only bounds what host code might write
+NOFILE = 128  # a warmed-up worker holds ~12 descriptors
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+
+
+class LayerUnavailable(Exception):
+    """A wanted isolation layer could not be put in place here; the message says why."""
+
+
+def set_rlimits(memory_mb: int, cpu_s: int) -> str:
+    """Soft == hard, so the worker cannot raise a limit once it is not root.
+
+    One exception: RLIMIT_CPU's soft limit sits one second below the hard one. At soft == hard
+    the kernel SIGKILLs, indistinguishable from any other kill (and rusage CPU figures lag the
+    kernel's own count on loaded VMs); SIGXCPU at the soft limit names the cause. Raising the
+    soft limit would need setrlimit, which programs cannot reach, and buys at most that second.
+    """
+    wanted = {
+        resource.RLIMIT_AS: (memory_mb * 1024 * 1024,) * 2,
+        resource.RLIMIT_CPU: (max(1, cpu_s - 1), cpu_s),
+        resource.RLIMIT_FSIZE: (FSIZE_BYTES,) * 2,
+        resource.RLIMIT_NOFILE: (NOFILE,) * 2,
+        resource.RLIMIT_CORE: (0, 0),
+    }
+    for which, (soft, hard) in wanted.items():
+        _, current_hard = resource.getrlimit(which)
+        if current_hard != resource.RLIM_INFINITY and current_hard < hard:
+            hard = current_hard  # never ask for more than we already have (fails unprivileged)
+            soft = min(soft, hard)
+        try:
+            resource.setrlimit(which, (soft, hard))
+        except (ValueError, OSError) as exc:
+            raise LayerUnavailable(f"setrlimit({which}, {(soft, hard)}) failed: {exc}") from None
+    # Writing past RLIMIT_FSIZE would kill the worker with SIGXFSZ; an EFBIG error is clearer.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    return "rlimits"
+
+
+def _prctl(option: int, arg: int) -> None:
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        raise LayerUnavailable("libc not found (prctl needs Linux)")
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    if libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+        errno = ctypes.get_errno()
+        raise LayerUnavailable(f"prctl({option}) failed: {os.strerror(errno)}")
+
+
+def set_no_new_privs() -> str:
+    """No setuid/file-capability gain on exec, for the worker and anything it could start."""
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    return "no_new_privs"
+
+
+def set_parent_death_signal(expected_parent: int) -> str:
+    """SIGKILL the worker when the engine dies.
+
+    The kernel tracks the parent *thread*: the thread that starts a session must outlive it.
+    If the engine already died before this call, there is no one to notify us -- exit now.
+    """
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != expected_parent:
+        os._exit(70)
+    return "pdeathsig"
+
+
+def drop_privileges(writable_dir: str) -> str:
+    """Become nobody (65534) when started as root: rlimits become binding (root may raise hard
+    limits), DAC checks apply again, and the engine's /proc/<pid>/environ and signals are out of
+    reach. `writable_dir` (HOME/TMPDIR/cwd) is handed over first so the worker can still use it.
+
+    Everything the worker will import must already be imported: the interpreter may live under a
+    directory nobody cannot read (here /root/.pyenv).
+    """
+    if os.geteuid() != 0:
+        raise LayerUnavailable(f"not started as root (euid {os.geteuid()}): no uid drop needed or possible")
+    try:
+        os.chown(writable_dir, NOBODY_UID, NOBODY_GID)
+        os.setgroups([])
+        os.setresgid(NOBODY_GID, NOBODY_GID, NOBODY_GID)
+        os.setresuid(NOBODY_UID, NOBODY_UID, NOBODY_UID)
+    except OSError as exc:
+        raise LayerUnavailable(f"dropping to uid {NOBODY_UID} failed: {exc}") from None
+    if os.getuid() == 0 or os.geteuid() == 0:
+        raise LayerUnavailable("uid drop did not take effect")
+    return "uid_nobody"

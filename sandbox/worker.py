@@ -1,0 +1,270 @@
+"""The sandbox worker: one process holding one memory program's knowledge base.
+
+Started by host.py (never imported by the engine). Life of a worker:
+  1. no_new_privs + rlimits (hard == soft), faulthandler for crash tails on stderr;
+  2. import everything it will ever need and warm chromadb up (one client for the whole life);
+  3. "ready" frame -> engine;
+  4. "load": import the engine's allowed modules, drop to uid 65534 (then PDEATHSIG, which a
+     credential change clears), gate + exec the program (sandbox.loader), KnowledgeBase(toolkit);
+  5. "write"/"read" until the engine kills it. Every program call is wrapped in
+     `except BaseException` and reported as an error frame -- SystemExit included.
+
+The worker trusts the engine's frames; the engine trusts nothing the worker sends.
+"""
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from sandbox import limits as oslimits
+from sandbox.protocol import FrameError, SandboxLimits, recv_frame, send_frame
+from sandbox.toolkit import LogSink, OpClock, make_toolkit
+
+PROGRAM_FILENAME_PREFIX = "<program"  # the loader compiles program text under "<program...>"
+MAX_MESSAGE_CHARS = 2000
+# Modules imported lazily by stdlib code a program may call; after the uid drop the interpreter's
+# files may be unreadable, so they are imported up front.
+# Other codecs than these fail with "unknown encoding" inside programs (a known, rare gap).
+_LAZY_STDLIB = ("_strptime", "encodings.latin_1", "encodings.ascii", "encodings.utf_16",
+                "encodings.utf_32", "encodings.utf_8_sig", "encodings.cp1252", "encodings.idna",
+                "unicodedata", "linecache", "tokenize")
+# The sqlite progress handler fires a little before the engine's SIGKILL, so a runaway query
+# ends in a clean exception rather than a killed worker when the program would otherwise finish.
+_DB_DEADLINE_FRACTION = 0.9
+
+
+def program_line(exc: BaseException) -> int | None:
+    """Line in the program of the innermost traceback frame that belongs to the program."""
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(PROGRAM_FILENAME_PREFIX):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def describe(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except BaseException as inner:  # noqa: BLE001 -- a program's __str__ may itself misbehave
+        text = f"<str() failed: {type(inner).__name__}>"
+    name = type(exc).__name__
+    return (f"{name}: {text}" if text else name)[:MAX_MESSAGE_CHARS]
+
+
+def error(stage: str, gate: str, rule: str, message: str, line: int | None = None) -> dict[str, Any]:
+    return {"stage": stage, "gate": gate, "rule": rule, "message": message[:MAX_MESSAGE_CHARS], "line": line}
+
+
+def program_error(stage: str, exc: BaseException) -> dict[str, Any]:
+    rule = "exit" if isinstance(exc, (SystemExit, KeyboardInterrupt)) else "exception"
+    return error(stage, "runtime", rule, describe(exc), program_line(exc))
+
+
+class Worker:
+    def __init__(self, in_fd: int, out_fd: int, parent_pid: int, limits: SandboxLimits, home: str) -> None:
+        self.in_fd, self.out_fd, self.parent_pid = in_fd, out_fd, parent_pid
+        self.limits, self.home = limits, home
+        self.layers: list[str] = []
+        self.warnings: list[str] = []
+        self.clock = OpClock()
+        self.log = LogSink(limits.max_log_chars)
+        self.loaded: Any = None
+        self.kb: Any = None
+        self.loader: Any = None
+        self.loader_error = ""
+
+    # ----------------------------------------------------------------- setup
+
+    def layer(self, fn, *args) -> None:
+        try:
+            self.layers.append(fn(*args))
+        except oslimits.LayerUnavailable as exc:
+            self.warnings.append(f"{fn.__name__}: {exc}")
+
+    def prepare(self) -> None:
+        self.layer(oslimits.set_no_new_privs)
+        self.layer(oslimits.set_rlimits, self.limits.memory_mb, self.limits.cpu_s)
+        for name in _LAZY_STDLIB:
+            importlib.import_module(name)
+        try:
+            self.loader = importlib.import_module("sandbox.loader")
+        except ImportError as exc:
+            self.loader_error = f"sandbox.loader is not available: {exc}"
+        self.toolkit = self._make_toolkit()
+        self.layers.append("toolkit_capabilities")
+
+    def _make_toolkit(self) -> Any:
+        # Heavy imports live here so a crash in them is reported with the worker's stderr tail.
+        import chromadb
+        from chromadb.config import Settings
+
+        from sandbox.embedding import HashingEmbeddingFunction
+        from sandbox.toolkit_chroma import make_chroma
+        from sandbox.toolkit_db import make_database
+
+        client = chromadb.EphemeralClient(Settings(anonymized_telemetry=False, allow_reset=False))
+        embedding = HashingEmbeddingFunction()
+        chroma = make_chroma(client, embedding)
+        _warm_up(chroma)
+        return make_toolkit(make_database(self.clock), chroma, self.log, self.ask_engine)
+
+    def ask_engine(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            send_frame(self.out_fd, {"op": "llm", "messages": messages})
+        except FrameError as exc:
+            return {"ok": False, "kind": "error", "error": f"prompt too large to send: {exc}"}
+        try:
+            reply = recv_frame(self.in_fd)
+        except EOFError:
+            os._exit(75)  # the engine is gone; nobody to report to
+        self.clock.extend(time.monotonic() - started)  # LLM time does not count against the op
+        if reply.get("op") != "llm_reply":
+            return {"ok": False, "kind": "error", "error": f"unexpected reply {reply.get('op')!r}"}
+        return reply
+
+    # ----------------------------------------------------------------- ops
+
+    def serve(self) -> None:
+        send_frame(self.out_fd, {"op": "ready", "layers": self.layers, "warnings": self.warnings})
+        while True:
+            try:
+                request = recv_frame(self.in_fd)
+            except EOFError:
+                return
+            op = request.get("op")
+            handler = {"load": self.op_load, "write": self.op_write, "read": self.op_read}.get(op)
+            if handler is None:
+                reply = {"ok": False, "error": error("unknown", "protocol", "unknown op", f"unknown op {op!r}")}
+            else:
+                self.log.take()
+                self.clock.start(self.limits.call_timeout_s * _DB_DEADLINE_FRACTION)
+                try:
+                    reply = handler(request)
+                finally:
+                    self.clock.stop()
+            reply["op"] = "result"
+            reply["logs"] = self.log.take()
+            try:
+                send_frame(self.out_fd, reply)
+            except (FrameError, TypeError, ValueError) as exc:  # e.g. a non-JSON schema default
+                send_frame(self.out_fd, {"op": "result", "ok": False, "logs": [], "error": error(
+                    "unknown", "protocol", "unsendable result", f"result could not be encoded: {exc}")})
+
+    def op_load(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.kb is not None:
+            return {"ok": False, "error": error("import", "protocol", "already loaded", "this worker already holds a program")}
+        allowed = [m for m in request.get("allowed_imports", []) if isinstance(m, str)]
+        for name in allowed:  # engine configuration, not program text: safe to import as is
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass  # the loader reports a missing module when a program imports it
+        self.layer(oslimits.drop_privileges, self.home)
+        self.layer(oslimits.set_parent_death_signal, self.parent_pid)
+        if self.loader is None:
+            return {"ok": False, "error": error("import", "runtime", "loader missing", self.loader_error)}
+        send_frame(self.out_fd, {"op": "stage", "stage": "import"})
+        try:
+            loaded = self.loader.load_program(request["source"], allowed, log=self.log.add,
+                                              max_source_bytes=self.limits.max_source_bytes)
+        except self.loader.ProgramRejected as rej:
+            return {"ok": False, "error": error(rej.stage, rej.gate, rej.rule, str(rej.message), rej.line)}
+        except BaseException as exc:  # noqa: BLE001 -- anything the program does at import
+            return {"ok": False, "error": program_error("import", exc)}
+        send_frame(self.out_fd, {"op": "stage", "stage": "init"})
+        try:
+            self.kb = loaded.kb_cls(self.toolkit)
+        except BaseException as exc:  # noqa: BLE001
+            return {"ok": False, "error": program_error("init", exc)}
+        self.loaded = loaded
+        return {"ok": True, "knowledge_item_schema": loaded.knowledge_item_schema,
+                "query_schema": loaded.query_schema, "constants": loaded.constants,
+                "layers": self.layers, "warnings": self.warnings}
+
+    def _instance(self, stage: str, cls: type, data: Any, schema: list[dict]) -> tuple[Any, dict | None]:
+        try:
+            return self.loader.build_instance(cls, data, schema), None
+        except BaseException as exc:  # noqa: BLE001 -- dataclass __init__/__post_init__ is program code
+            return None, error(stage, "contract", f"bad {cls.__name__}", describe(exc), program_line(exc))
+
+    def op_write(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.kb is None:
+            return {"ok": False, "error": error("write", "protocol", "not loaded", "no program loaded")}
+        item, failure = self._instance("write", self.loaded.knowledge_item_cls, request.get("item"),
+                                       self.loaded.knowledge_item_schema)
+        if failure:
+            return {"ok": False, "error": failure}
+        raw_text = request.get("raw_text")
+        try:
+            self.kb.write(item, raw_text if isinstance(raw_text, str) else "")
+        except BaseException as exc:  # noqa: BLE001
+            return {"ok": False, "error": program_error("write", exc)}
+        return {"ok": True, "output": None}
+
+    def op_read(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.kb is None:
+            return {"ok": False, "error": error("read", "protocol", "not loaded", "no program loaded")}
+        query, failure = self._instance("read", self.loaded.query_cls, request.get("query"),
+                                        self.loaded.query_schema)
+        if failure:
+            return {"ok": False, "error": failure}
+        try:
+            output = self.kb.read(query)
+        except BaseException as exc:  # noqa: BLE001
+            return {"ok": False, "error": program_error("read", exc)}
+        if type(output) is not str:
+            return {"ok": False, "error": error("read", "contract", "read output not str",
+                                                f"read() returned {type(output).__name__}, not str")}
+        if len(output) > self.limits.read_max_chars:
+            return {"ok": False, "error": error("read", "limits", "read output too long",
+                                                f"read() returned {len(output)} characters; the limit is {self.limits.read_max_chars}")}
+        return {"ok": True, "output": output}
+
+
+def _warm_up(chroma: Any) -> None:
+    """Exercise every collection method once so chromadb's lazy imports happen while the worker
+    can still read the interpreter's files (before the uid drop)."""
+    col = chroma.get_or_create_collection("mstar_warm_up", metadata={"hnsw:space": "cosine"})
+    col.add(ids=["a", "b"], documents=["warm up", "second"], metadatas=[{"k": 1}, {"k": 2}])
+    col.upsert(ids=["c"], documents=["third"], metadatas=[{"k": 3}])
+    col.update(ids=["a"], documents=["warm up again"])
+    col.query(query_texts=["warm"], n_results=2, where={"k": {"$gte": 1}},
+              where_document={"$contains": "warm"}, include=["documents", "distances", "metadatas", "embeddings"])
+    col.get(where={"k": 2}, limit=1, offset=0)
+    col.peek(1)
+    col.count()
+    col.delete(ids=["a"])
+    col.delete(where={"k": 2})
+    chroma.list_collections()
+    chroma.delete_collection("mstar_warm_up")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="sandbox.worker")
+    parser.add_argument("--in-fd", type=int, required=True)
+    parser.add_argument("--out-fd", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--limits", required=True, help="SandboxLimits as JSON")
+    parser.add_argument("--home", required=True, help="the worker's own writable directory")
+    args = parser.parse_args(argv)
+    faulthandler.enable(file=sys.stderr)  # a segfault leaves a Python traceback in the log tail
+    worker = Worker(args.in_fd, args.out_fd, args.parent_pid, SandboxLimits(**json.loads(args.limits)), args.home)
+    try:
+        worker.prepare()
+    except BaseException:
+        traceback.print_exc()
+        raise SystemExit(3)
+    worker.serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,361 @@
+"""sandbox.loader (+ static gate, restricted policy, namespace, proxies), in process.
+
+The real isolation is the worker process (tests/test_gates.py goes through it); here we
+check the language layer directly: what loads, what is refused, at which stage, and why.
+"""
+from pathlib import Path
+
+import pytest
+
+from mstar.contract import DEFAULT_ALLOWED_IMPORTS
+from sandbox.loader import LoadedProgram, ProgramRejected, build_instance, load_program
+from sandbox.toolkit import LogSink, OpClock, make_toolkit
+from sandbox.toolkit_db import make_database
+
+ROOT = Path(__file__).resolve().parent.parent
+SEEDS = sorted((ROOT / "seeds").glob("[a-z]*.py"))
+RICH = (Path(__file__).parent / "programs" / "rich_memory_program.py").read_text()
+BASE = (ROOT / "seeds" / "experience_learner.py").read_text()
+
+
+class FakeCollection:
+    """Word-overlap stand-in for a chroma collection (chromadb itself is exercised via the gates)."""
+
+    def __init__(self):
+        self.docs = {}
+
+    def add(self, ids, documents=None, metadatas=None, embeddings=None):
+        self.docs.update(zip(ids, documents))
+
+    def query(self, query_texts, n_results=10, **_):
+        words = set(query_texts[0].lower().split())
+        ranked = sorted(self.docs.values(), key=lambda d: -len(words & set(d.lower().split())))
+        return {"documents": [ranked[:n_results]], "ids": [[]]}
+
+
+class FakeChroma:
+    __slots__ = ("cols",)
+
+    def __init__(self):
+        self.cols = {}
+
+    def get_or_create_collection(self, name, **_):
+        return self.cols.setdefault(name, FakeCollection())
+
+
+def make_kit(replies=("a summary",)):
+    sink, answers = LogSink(64_000), list(replies)
+    kit = make_toolkit(make_database(OpClock()), FakeChroma(), sink,
+                       lambda messages: {"ok": True, "text": answers.pop(0)} if answers
+                       else {"ok": False, "kind": "budget", "error": "budget"})
+    return kit, sink
+
+
+def load(source: str, allowed=DEFAULT_ALLOWED_IMPORTS) -> tuple[LoadedProgram, list[str]]:
+    logs: list[str] = []
+    return load_program(source, allowed, log=logs.append), logs
+
+
+def rejection(source: str, allowed=DEFAULT_ALLOWED_IMPORTS) -> ProgramRejected:
+    with pytest.raises(ProgramRejected) as info:
+        load(source, allowed)
+    return info.value
+
+
+# ---------------------------------------------------------------------------------- accepted
+
+@pytest.mark.parametrize("path", SEEDS, ids=lambda p: p.stem)
+def test_seeds_load_write_and_read(path):
+    program, _ = load(path.read_text())
+    assert set(program.constants) == {"INSTRUCTION_KNOWLEDGE_ITEM", "INSTRUCTION_QUERY",
+                                      "INSTRUCTION_RESPONSE", "ALWAYS_ON_KNOWLEDGE"}
+    assert program.query_schema[0]["name"] == "query_text"
+    kit, sink = make_kit()
+    kb = program.kb_cls(kit)
+    item = {"topic": "pets", "content": "Alice's cat is Tom", "lesson_learned": "cats purr",
+            "fact_to_remember": "Tom is a cat", "unknown_key": 1}
+    kb.write(build_instance(program.knowledge_item_cls, item, program.knowledge_item_schema),
+             "Alice has a cat named Tom.\nTom likes fish.")
+    out = kb.read(build_instance(program.query_cls, {"query_text": "cat"}, program.query_schema))
+    assert isinstance(out, str) and 0 < len(out) <= 3000
+    assert "Tom" in out or out == "a summary"
+
+
+def test_rich_program_loads_and_works():
+    program, _ = load(RICH)
+    types = {f["name"]: f["type"] for f in program.knowledge_item_schema}
+    assert types == {"summary": "str", "facts": "list[str]", "people": "list[str]",
+                     "session_date": "Optional[str]", "importance": "int", "confidence": "float",
+                     "is_update": "bool"}
+    assert {f["name"]: f["type"] for f in program.query_schema}["person"] == "Optional[str]"
+    kit, sink = make_kit()
+    kb = program.kb_cls(kit)
+    first = {"summary": "Caroline went to a support group", "people": ["Caroline", "Melanie"],
+             "facts": ["Caroline attended an LGBTQ support group.", "Melanie painted a sunrise."],
+             "importance": "4", "is_update": "no"}
+    kb.write(build_instance(program.knowledge_item_cls, first, program.knowledge_item_schema),
+             "Session on 2023-05-08.")
+    dup = {"facts": ["Caroline attended an LGBTQ support group."], "people": "Caroline"}
+    kb.write(build_instance(program.knowledge_item_cls, dup, program.knowledge_item_schema), "x")
+    assert kb.stats == {"duplicates": 1, "facts": 3}       # d[k] += 1 on a dict attribute
+    assert kb.n_writes == 2                                # self.n += 1
+    assert kb._person_counts["caroline"] == 2              # Counter item += 1
+    out = kb.read(build_instance(program.query_cls, {"keywords": "support group", "top_k": 2},
+                                 program.query_schema))
+    assert out.splitlines()[0] == "Known people: caroline, melanie"
+    assert "1. Caroline attended an LGBTQ support group. (2023-05-08)" in out
+    assert any("write #2: 1 facts" in line for line in sink.take())
+
+
+def test_augmented_assignment_evaluates_the_target_once():
+    program, _ = load(BASE + '''
+calls = []
+class Box:
+    def __init__(self):
+        self.n = 1
+        self.items = {"k": [1]}
+box = Box()
+def get_box():
+    calls.append("box")
+    return box
+def key():
+    calls.append("key")
+    return "k"
+get_box().n += 41
+get_box().items[key()] += [2]
+nums = [1, 2, 3, 4]
+nums[1:3] *= 2
+''')
+    ns = program.namespace
+    assert ns["box"].n == 42 and ns["box"].items == {"k": [1, 2]}
+    assert ns["calls"] == ["box", "box", "key"]
+    assert ns["nums"] == [1, 2, 3, 2, 3, 4]
+
+
+def test_private_names_print_super_and_dataclass_variants():
+    program, logs = load(BASE + '''
+from dataclasses import dataclass, field
+from collections import namedtuple
+P = namedtuple("P", "a b")
+class _Helper(dict):
+    def __init__(self):
+        super().__init__()
+        self._hits = 0
+    def _bump(self):
+        self._hits += 1
+        return self._hits
+    def __repr__(self):
+        return "Helper(" + str(self._hits) + ")"
+@dataclass(slots=True)
+class Slotted:
+    x: int = 0
+h = _Helper()
+h._bump()
+s = Slotted()
+s.x = 5
+print("helper", h, P(1, 2)._asdict(), __name__.startswith("memory_program"))
+label = "{} has {n} hits".format("h", n=h._bump())
+''')
+    ns = program.namespace
+    assert logs == ["helper Helper(1) {'a': 1, 'b': 2} True"]
+    assert ns["label"] == "h has 2 hits"
+    assert ns["s"].x == 5
+
+
+def test_row_factory_is_the_only_writable_toolkit_attribute():
+    program, _ = load(BASE.replace("self.lessons = []", '''self.lessons = []
+        import sqlite3
+        toolkit.db.row_factory = sqlite3.Row
+        row = toolkit.db.execute("SELECT 1 AS one").fetchone()
+        self.one = row["one"]'''))
+    kit, _ = make_kit()
+    assert program.kb_cls(kit).one == 1
+    program, _ = load(BASE.replace("self.lessons = []", "toolkit.db.isolation_level = None"))
+    with pytest.raises(AttributeError):
+        program.kb_cls(make_kit()[0])
+    program, _ = load(BASE.replace("self.lessons = []", "toolkit.logger.debug = print"))
+    with pytest.raises(TypeError, match="cannot modify Logger"):
+        program.kb_cls(make_kit()[0])
+
+
+# ---------------------------------------------------------------------------------- refused
+
+BAD_PROGRAMS = [
+    # (id, transform of the base program, stage, gate, rule, text in the message)
+    ("missing class", lambda s: s.replace("class Query:", "class Question:"),
+     "static", "interface", "missing_class", "Query is missing"),
+    ("wrong arity", lambda s: s.replace("def read(self, query: Query)", "def read(self)"),
+     "static", "interface", "wrong_arity", "KnowledgeBase.read"),
+    ("dict field type", lambda s: s.replace("fact_to_remember: str", "fact_to_remember: dict[str, int]"),
+     "static", "interface", "field_type", "KnowledgeItem.fact_to_remember: type dict[str, int]"),
+    ("missing description", lambda s: s.replace(
+        'field(default="", metadata={"description": "A search query for the knowledge base"})', '""'),
+     "static", "interface", "missing_description", "Query.query_text: no description"),
+    ("description via variable", lambda s: s.replace(
+        'metadata={"description": "A search query for the knowledge base"}', "metadata=META")
+     .replace("@dataclass\nclass Query", 'META = {"help": "x"}\n@dataclass\nclass Query'),
+     "import", "interface", "missing_description", "Query.query_text"),
+    ("constant not str", lambda s: s + "\nALWAYS_ON_KNOWLEDGE = 3 * 1\n",
+     "import", "interface", "constant_not_str", "ALWAYS_ON_KNOWLEDGE must be a str"),
+    ("import os", lambda s: "import os\n" + s, "static", "imports", "import_not_allowed",
+     "import os is not allowed"),
+    ("import inside function", lambda s: s.replace("self.lessons = []", "import subprocess"),
+     "static", "imports", "import_not_allowed", "import subprocess"),
+    ("from typing import sys", lambda s: "from typing import sys\n" + s, "static", "imports",
+     "import_name_not_allowed", "'sys' is not available"),
+    ("typing.sys", lambda s: "import typing\n" + s + "\nX = typing.sys.modules\n",
+     "static", "imports", "module_attribute_not_allowed", "typing.sys"),
+    ("json.codecs", lambda s: "import json\n" + s + "\nX = json.codecs\n",
+     "static", "imports", "module_attribute_not_allowed", "json.codecs"),
+    ("aliased module pivot", lambda s: "import json\n" + s + "\nj = json\nX = j.codecs\n",
+     "import", "import", "AttributeError", "'codecs' is not available"),
+    ("dotted import", lambda s: "import os.path\n" + s, "static", "imports", "import_not_allowed",
+     "import os.path"),
+    ("future import", lambda s: "from __future__ import annotations\n" + s, "static", "imports",
+     "future_import", "__future__"),
+    ("__import__", lambda s: s + "\nX = __import__('os')\n", "static", "names", "denied_name",
+     "'__import__'"),
+    ("eval", lambda s: s + "\nX = eval('1+1')\n", "static", "names", "denied_name", "'eval'"),
+    ("open", lambda s: s.replace("self.lessons = []", "self.lessons = open('/etc/passwd')"),
+     "static", "names", "denied_name", "'open'"),
+    ("dunder attribute", lambda s: s + "\nX = ().__class__.__bases__\n", "static", "restricted",
+     "restricted_syntax", '"__class__"'),
+    ("dunder via getattr", lambda s: s + "\nX = getattr((), '__cla' + 'ss__')\n", "import", "import",
+     "AttributeError", '"__class__"'),
+    ("str.format traversal", lambda s: s + "\nX = '{0.__class__}'.format(1)\n", "import", "import",
+     "ValueError", "format field {0.__class__} is not allowed"),
+    ("format_map traversal", lambda s: s + "\nX = '{a.real}'.format_map({'a': 1})\n", "import",
+     "import", "ValueError", "{a.real}"),
+    ("nested format spec", lambda s: s + "\nX = '{0:{1.__class__}}'.format(1, 2)\n", "import",
+     "import", "ValueError", "{1.__class__}"),
+    ("getattr method", lambda s: s.replace("class KnowledgeBase:", "class KnowledgeBase:\n"
+     "    def __getattr__(self, name):\n        return name"), "static", "restricted",
+     "restricted_syntax", '"__getattr__"'),
+    ("rebind a guard", lambda s: s + "\n_write_ = None\n", "static", "restricted",
+     "restricted_syntax", '"_write_" is reserved'),
+    ("frame attribute", lambda s: s + "\ndef g():\n    yield 1\nX = g().gi_frame\n", "static",
+     "restricted", "restricted_syntax", '"gi_frame"'),
+    ("exception .obj", lambda s: s + "\ntry:\n    (1).nope\nexcept AttributeError as e:\n    X = e.obj\n",
+     "import", "import", "AttributeError", '"obj" of an exception'),
+    ("type() of a host object", lambda s: s + "\nimport json\nX = type(json)\n", "import", "import",
+     "TypeError", "type() of a json object"),
+    ("metaclass base", lambda s: s + "\nclass M(type):\n    pass\n", "import", "import",
+     "TypeError", "may not inherit from type"),
+    ("modify a module", lambda s: "import json\n" + s + "\njson.dumps = None\n", "import", "import",
+     "TypeError", "cannot modify json"),
+    ("string annotation", lambda s: s.replace("lesson_learned: str", "lesson_learned: 'str'"),
+     "static", "annotations", "annotation", "string annotation"),
+    ("exit at import", lambda s: s + "\nraise SystemExit(0)\n", "import", "import", "SystemExit",
+     "SystemExit"),
+    ("syntax error", lambda s: s + "\ndef broken(:\n", "compile", "syntax", "syntax_error", ""),
+    ("return outside function", lambda s: s + "\nreturn 1\n", "compile", "syntax", "syntax_error",
+     "outside function"),
+    ("NUL byte", lambda s: s + "\n# \x00\n", "static", "source", "nul_byte", "NUL"),
+    ("too large", lambda s: s + "#" * 70_000, "static", "source", "source_too_large", "the limit is 65536"),
+]
+
+
+@pytest.mark.parametrize("transform,stage,gate,rule,needle",
+                         [case[1:] for case in BAD_PROGRAMS], ids=[case[0] for case in BAD_PROGRAMS])
+def test_bad_programs_are_rejected_with_stage_and_rule(transform, stage, gate, rule, needle):
+    source = transform(BASE)
+    assert source != BASE
+    rej = rejection(source)
+    assert (rej.stage, rej.gate, rej.rule) == (stage, gate, rule), rej
+    assert needle in rej.message
+    if stage in ("static", "compile") and rule not in ("missing_class", "source_too_large"):
+        assert rej.line is not None
+    if stage == "import" and gate == "import":  # the line of the failing statement
+        assert rej.line is not None and rej.line > BASE.count("\n")
+
+
+def test_static_rejection_lists_every_violation():
+    rej = rejection("import os\nimport subprocess\n" + BASE.replace("class Query:", "class Q:"))
+    assert [v.rule for v in rej.violations] == ["import_not_allowed", "import_not_allowed",
+                                                "missing_class"]
+    assert rej.message.splitlines()[0].startswith("line 1: import os")
+
+
+def test_extra_modules_only_when_allowed():
+    heap = "import heapq\n" + BASE + "\nh = []\nheapq.heappush(h, 2)\n"
+    assert rejection(heap).rule == "import_not_allowed"
+    program, _ = load(heap, DEFAULT_ALLOWED_IMPORTS + ("heapq",))
+    assert program.namespace["h"] == [2]
+    # Some modules are never served, whatever the configuration says.
+    assert rejection("import os\n" + BASE, DEFAULT_ALLOWED_IMPORTS + ("os",)).rule == "import_never_allowed"
+    missing = DEFAULT_ALLOWED_IMPORTS + ("no_such_module_xyz",)
+    assert load(BASE, missing)[0].kb_cls.__name__ == "KnowledgeBase"
+    assert rejection("import no_such_module_xyz\n" + BASE, missing).rule == "import_unavailable"
+
+
+def test_annotations_that_never_run_may_name_anything():
+    program, logs = load((Path(__file__).parent / "programs" / "typed_memory_program.py").read_text())
+    kb = program.kb_cls(make_kit()[0])
+    kb.write(build_instance(program.knowledge_item_cls, {"text": "hi"}, program.knowledge_item_schema), "")
+    assert kb.read(program.query_cls()) == "hi2024"
+    assert logs == []  # the __main__ block did not run
+
+
+def test_deeply_nested_source_is_refused_cleanly():
+    rej = rejection(BASE + "\nX = 1" + " + 1" * 2000 + "\n")
+    assert rej.stage in ("static", "compile") and "nested too deeply" in rej.message
+
+
+def test_runtime_guards_inside_methods():
+    program, _ = load(BASE.replace(
+        "        return f\"Lessons:", "        return getattr(query, query.query_text)\n        return f\"Lessons:"))
+    kb = program.kb_cls(make_kit()[0])
+    kb.lessons.append("x")
+    query = build_instance(program.query_cls, {"query_text": "__class__"}, program.query_schema)
+    with pytest.raises(AttributeError, match="__class__"):
+        kb.read(query)
+    query = build_instance(program.query_cls, {"query_text": "query_text"}, program.query_schema)
+    assert kb.read(query) == "query_text"
+
+
+# ---------------------------------------------------------------------------------- build_instance
+
+SCHEMA = [
+    {"name": "text", "type": "str", "description": "t", "default": None, "required": True},
+    {"name": "tags", "type": "list[str]", "description": "t", "default": [], "required": False},
+    {"name": "n", "type": "int", "description": "t", "default": 3, "required": False},
+    {"name": "x", "type": "float", "description": "t", "default": 0.5, "required": False},
+    {"name": "ok", "type": "bool", "description": "t", "default": False, "required": False},
+    {"name": "when", "type": "Optional[str]", "description": "t", "default": None, "required": False},
+]
+
+
+@pytest.fixture(scope="module")
+def item_cls():
+    program, _ = load(BASE.replace(
+        'class KnowledgeItem:\n', 'class KnowledgeItem:\n'
+        '    text: str = field(metadata={"description": "t"})\n'
+        '    tags: list[str] = field(default_factory=list, metadata={"description": "t"})\n'
+        '    n: int = field(default=3, metadata={"description": "t"})\n'
+        '    x: float = field(default=0.5, metadata={"description": "t"})\n'
+        '    ok: bool = field(default=False, metadata={"description": "t"})\n'
+        '    when: Optional[str] = field(default=None, metadata={"description": "t"})\n')
+        .replace("from dataclasses import", "from typing import Optional\nfrom dataclasses import"))
+    assert [f["name"] for f in program.knowledge_item_schema][:6] == [s["name"] for s in SCHEMA]
+    return program.knowledge_item_cls
+
+
+@pytest.mark.parametrize("data,expected", [
+    ({"text": "a", "tags": ["x", None, 2], "n": "7", "x": "1,5", "ok": "yes", "when": "2024"},
+     {"text": "a", "tags": ["x", "2"], "n": 7, "x": 15.0, "ok": True, "when": "2024"}),
+    ({"text": ["a", "b"], "tags": "solo", "n": 2.9, "x": True, "ok": 0, "when": None},
+     {"text": "a, b", "tags": ["solo"], "n": 2, "x": 1.0, "ok": False, "when": None}),
+    ({"text": {"k": 1}, "n": "many", "x": None, "ok": "perhaps", "junk": 1},
+     {"text": '{"k": 1}', "tags": [], "n": 3, "x": 0.5, "ok": False, "when": None}),
+    ({}, {"text": "", "tags": [], "n": 3, "x": 0.5, "ok": False, "when": None}),
+    ({"text": 5, "tags": "  ", "when": 12}, {"text": "5", "tags": [], "n": 3, "x": 0.5, "ok": False,
+                                             "when": "12"}),
+])
+def test_build_instance_coerces(item_cls, data, expected):
+    obj = build_instance(item_cls, data, SCHEMA)
+    assert {k: getattr(obj, k) for k in expected} == expected
+
+
+def test_build_instance_rejects_non_dict(item_cls):
+    with pytest.raises(TypeError, match="must be a JSON object"):
+        build_instance(item_cls, ["a"], SCHEMA)
