@@ -20,7 +20,6 @@ from mstar import select
 from mstar.config import RunConfig
 from mstar.evaluate import EvalResult, evaluate, sandbox_limits
 from mstar.llm.router import LLMRouter
-from mstar.llm.types import LLMError
 from mstar.mutate import MutationOutcome, propose_child
 from mstar.pool import Pool, PoolEntry
 from mstar.programs import load_program_source
@@ -80,7 +79,9 @@ class Evolution:
             self._event({"event": "seed", "program_id": pid, "parent_id": None, "iteration": 0,
                          "title": f"seed: {label}", "static_score": res.mean_score,
                          "per_category": res.per_category, "error": res.error,
-                         "llm": self.router.since(mark), "seconds": round(time.perf_counter() - t0, 3)})
+                         "llm": self.router.since(mark),
+                         "timing": {"eval_s": round(res.seconds, 3), "sandbox_s": round(res.sandbox_seconds, 3)},
+                         "seconds": round(time.perf_counter() - t0, 3)})
 
     def _add(self, entry: PoolEntry, res: EvalResult) -> None:
         self.pool.add(entry)
@@ -91,8 +92,9 @@ class Evolution:
         ev = self.cfg.evolution
         t0, mark = time.perf_counter(), self.router.mark()
         parent = self.pool.entries[select.softmax_sample(self.pool.scores(), ev.tau, self.rng)]
-        batch = select.rotating_batch(self.split.rotating_pool, ev.rotating_size, iteration, ev.seed)
+        batch = self.split.rotating(iteration)
         rot = self._eval(parent.source, [self.task.validation[i] for i in batch])
+        timing = {"rotating_eval_s": round(rot.seconds, 3), "rotating_sandbox_s": round(rot.sandbox_seconds, 3)}
         cases = [c.__dict__ for c in rot.cases]
         failed = [c for c in cases if c["score"] < 1.0]
         picked = [failed[i] for i in select.efraimidis_spirakis(
@@ -118,6 +120,7 @@ class Evolution:
         if outcome.status == "ok":
             pid = f"iter_{iteration:03d}"
             res = self._eval(outcome.source, self.static)
+            timing.update(child_eval_s=round(res.seconds, 3), child_sandbox_s=round(res.sandbox_seconds, 3))
             self._add(PoolEntry(pid, parent.program_id, iteration, outcome.source, res.mean_score,
                                 outcome.title, res.per_category), res)
             record.update(program_id=pid, static_score=res.mean_score, per_category=res.per_category,
@@ -128,6 +131,8 @@ class Evolution:
             record.update(program_id=None, static_score=None)
         record["best_static_score"] = self.pool.best().static_score
         record["llm"] = self.router.since(mark)
+        timing["gates_s"] = round(outcome.gate_seconds, 3)
+        record["timing"] = timing
         record["seconds"] = round(time.perf_counter() - t0, 3)
         self._event(record)
 
@@ -144,7 +149,9 @@ class Evolution:
     def finish(self, t_start: float) -> RunSummary:
         best = self.pool.best()
         mark = self.router.mark()
-        test = evaluate(best.source, self.train, self.task.test, metric=self.task.metric, router=self.router,
+        # Test questions need not be covered by the episodes chosen for validation,
+        # so the held-out evaluation writes every episode of the task.
+        test = evaluate(best.source, list(self.task.episodes), self.task.test, metric=self.task.metric, router=self.router,
                         sandbox=self.cfg.sandbox, workers=self.cfg.evolution.workers) if self.task.test else None
         if test is not None:
             self.store.write_cases(best.program_id, "test", test.to_dict())

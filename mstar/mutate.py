@@ -9,6 +9,8 @@ duplicate and is not evaluated again.
 """
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass, field
 
 from mstar.config import SandboxConfig
@@ -27,6 +29,7 @@ class MutationOutcome:
     title: str = ""
     body: str = ""
     attempts: list[dict] = field(default_factory=list)
+    gate_seconds: float = 0.0
 
 
 def _normalise(source: str) -> str:
@@ -40,6 +43,7 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
     records: list[dict] = []
     candidate: str | None = None
     known = {_normalise(s) for s in known_sources}
+    gate_seconds = 0.0
     for attempt in range(attempts + 1):
         kind = "reflect" if attempt == 0 else "compile_fix"
         rec: dict = {"attempt": attempt, "kind": kind}
@@ -70,13 +74,15 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
         if candidate is not None:
             if _normalise(candidate) in known:
                 rec.update(stage="duplicate", error="the child is identical to a program already in the pool")
-                return MutationOutcome("duplicate", candidate, title, body, records)
+                return MutationOutcome("duplicate", candidate, title, body, records, gate_seconds)
+            t_gates = time.perf_counter()
             report = run_gates(candidate, allowed_imports=sandbox.allowed_imports, limits=limits,
                                llm=lambda m: router.text("toolkit", m))
+            gate_seconds += time.perf_counter() - t_gates
             rec["gates"] = {"ok": report.ok, "stage": report.stage, "error": report.error}
             if report.ok:
                 rec["stage"] = "ok"
-                return MutationOutcome("ok", candidate, title, body, records)
+                return MutationOutcome("ok", candidate, title, body, records, gate_seconds)
             error, rec["stage"] = f"gate failed at stage '{report.stage}': {report.error}", "gates"
         rec["error"] = error
         if attempt < attempts:
@@ -85,4 +91,4 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
             if candidate is not None:
                 base = candidate
             messages = build_compile_fix_messages(base, error or "unknown error", sandbox)
-    return MutationOutcome("failed", candidate, title or "no usable change", body, records)
+    return MutationOutcome("failed", candidate, title or "no usable change", body, records, gate_seconds)
