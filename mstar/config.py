@@ -56,6 +56,8 @@ class EvolutionConfig:
     compile_fix_attempts: int = 3      # k
     seed: int = 0
     workers: int = 8                   # concurrent task-agent calls within one evaluation
+    mode: str = "all"                  # ablation (paper Table 2): "all", "instructions" or "code"
+    prompt_budget_tokens: int = 60_000 # reflection prompt budget; optional sections are cut to fit
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from typing import Callable
 
 from mstar.llm.types import estimate_tokens, messages_text
 
-Responder = Callable[[str, list[dict]], str]
+# A responder returns the reply text, or (text, finish_reason) to simulate e.g. a cut-off reply.
+Responder = Callable[[str, list[dict]], "str | tuple[str, str]"]
 
 
 def offline_responder(seed: int = 0) -> Responder:
@@ -79,14 +80,15 @@ class FakeOpenAIServer:
                     time.sleep(server.latency_s)
                 model, messages = body.get("model", ""), body.get("messages", [])
                 try:
-                    text = server.responder(model, messages)
+                    reply = server.responder(model, messages)
                 except Exception as exc:
                     return self._send(500, {"error": {"message": str(exc), "type": "server_error"}})
+                text, finish = (reply, "stop") if isinstance(reply, str) else reply
                 pt, ct = estimate_tokens(messages_text(messages)), estimate_tokens(text)
                 self._send(200, {
                     "id": f"chatcmpl-fake-{len(server.requests)}", "object": "chat.completion",
                     "created": int(time.time()), "model": model,
-                    "choices": [{"index": 0, "finish_reason": "stop",
+                    "choices": [{"index": 0, "finish_reason": finish,
                                  "message": {"role": "assistant", "content": text}}],
                     "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
                 })

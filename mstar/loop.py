@@ -52,6 +52,8 @@ class Evolution:
         self.store = store
         self.progress = progress or (lambda event: None)
         self.pool = Pool()
+        # Failure memory (beyond the paper): per parent, what was tried on it and failed.
+        self.failures: dict[str, list[str]] = {}
         self.rng = random.Random(cfg.evolution.seed)
         self.split = select.make_split(task, embedder, static_size=cfg.evolution.static_size,
                                        rotating_size=cfg.evolution.rotating_size,
@@ -105,13 +107,14 @@ class Evolution:
             failed_cases=picked or cases[:ev.failures_per_iteration], success_cases=successes,
             write_examples=[w.__dict__ for w in rot.writes[:2]],
             lineage=self.pool.lineage_lines(parent.program_id),
+            already_tried=list(self.failures.get(parent.program_id, [])), mode=ev.mode,
             references=self._references(parent),
             debug_logs=[l for w in rot.writes[:3] for l in w.debug_logs] + [l for c in cases for l in c["debug_logs"]],
         )
         outcome: MutationOutcome = propose_child(
-            parent.source, build_reflection_messages(inp, self.cfg.sandbox), router=self.router,
-            sandbox=self.cfg.sandbox, limits=sandbox_limits(self.cfg.sandbox),
-            attempts=ev.compile_fix_attempts, known_sources={e.source for e in self.pool.entries})
+            parent.source, build_reflection_messages(inp, self.cfg.sandbox, ev.prompt_budget_tokens),
+            router=self.router, sandbox=self.cfg.sandbox, limits=sandbox_limits(self.cfg.sandbox),
+            attempts=ev.compile_fix_attempts, known_sources={e.source for e in self.pool.entries}, mode=ev.mode)
         record = {"event": "iteration", "iteration": iteration, "parent_id": parent.program_id,
                   "parent_static_score": parent.static_score, "rotating_batch": batch,
                   "rotating_score": rot.mean_score, "failed_case_ids": [c["query_id"] for c in picked],
@@ -129,12 +132,29 @@ class Evolution:
             if outcome.source is not None:  # keep the failed child's text for inspection
                 self.store.write_program(f"iter_{iteration:03d}_rejected", outcome.source)
             record.update(program_id=None, static_score=None)
+        self._remember_failure(parent.program_id, iteration, outcome, record.get("delta"))
         record["best_static_score"] = self.pool.best().static_score
         record["llm"] = self.router.since(mark)
         timing["gates_s"] = round(outcome.gate_seconds, 3)
         record["timing"] = timing
         record["seconds"] = round(time.perf_counter() - t0, 3)
         self._event(record)
+
+    def _remember_failure(self, parent_id: str, iteration: int, outcome: MutationOutcome,
+                          delta: float | None) -> None:
+        if outcome.status == "ok" and (delta is None or delta >= 0):
+            return
+        if outcome.status == "ok":
+            reason = f"failed: lowered the static score by {delta:+.3f}"
+        elif outcome.status == "duplicate":
+            reason = "duplicate: identical to a program already in the pool"
+        else:
+            last = outcome.attempts[-1].get("error", "") if outcome.attempts else ""
+            reason = "failed: " + " ".join(str(last).split())[:160]
+        # Parentheses would end the note early for readers that parse these lines.
+        reason = reason.replace("(", "[").replace(")", "]")
+        self.failures.setdefault(parent_id, []).append(
+            f"- [tried] attempt_{iteration:03d}: {outcome.title} ({reason})")
 
     def _references(self, parent: PoolEntry) -> list[tuple[str, float, str]]:
         others = sorted((e for e in self.pool.entries if e.program_id != parent.program_id),

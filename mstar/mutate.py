@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from mstar.config import SandboxConfig
 from mstar.llm.router import LLMRouter
 from mstar.llm.types import LLMError
+from mstar.frozen import FrozenPartError, check_frozen
 from mstar.patch import PatchError, apply_patch
 from mstar.reflect import ReplyError, build_compile_fix_messages, parse_reply
 from sandbox.gates import run_gates
@@ -37,7 +38,8 @@ def _normalise(source: str) -> str:
 
 
 def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter, sandbox: SandboxConfig,
-                  limits: SandboxLimits, attempts: int, known_sources: set[str]) -> MutationOutcome:
+                  limits: SandboxLimits, attempts: int, known_sources: set[str],
+                  mode: str = "all") -> MutationOutcome:
     base = parent_source
     title, body = "", ""
     records: list[dict] = []
@@ -49,14 +51,18 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
         rec: dict = {"attempt": attempt, "kind": kind}
         records.append(rec)
         try:
-            reply_text = router.text("reflector", messages)
+            response = router.call("reflector", messages)
         except LLMError as exc:
             rec.update(stage="llm", error=str(exc))
             # A failed call is not the program's fault; nothing to fix, so stop here.
             return MutationOutcome("failed", None, title or "reflector call failed", body, records)
+        reply_text = response.text
         rec["reply_chars"] = len(reply_text)
         candidate, error = None, None
         try:
+            if response.finish_reason == "length":
+                # A cut-off reply may still hold a patch that applies -- half a change. Never a child.
+                raise ReplyError("the reply was truncated (finish_reason=length); give a shorter, complete patch")
             reply = parse_reply(reply_text)
             if attempt == 0 or not title:
                 title, body = reply.title, reply.body
@@ -67,10 +73,14 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
             else:
                 rec["full_program"] = True
                 candidate = reply.full_program
+            check_frozen(parent_source, candidate, mode)
         except ReplyError as exc:
             error, rec["stage"] = f"reply: {exc}", "reply"
         except PatchError as exc:
             error, rec["stage"] = f"patch: {exc}", "patch"
+        except FrozenPartError as exc:
+            error, rec["stage"] = f"frozen: {exc}", "frozen"
+            candidate = None
         if candidate is not None:
             if _normalise(candidate) in known:
                 rec.update(stage="duplicate", error="the child is identical to a program already in the pool")

@@ -9,7 +9,7 @@ retrieval-and-answer conversation.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from mstar.config import SandboxConfig
@@ -87,6 +87,15 @@ lines of unchanged context above and below each change, copied exactly from the 
 *** Update File block may hold several hunks, in file order."""
 
 
+MODE_NOTES = {
+    "instructions": "This run evolves only the instructions: change only the values of the four constants "
+                    "INSTRUCTION_KNOWLEDGE_ITEM, INSTRUCTION_QUERY, INSTRUCTION_RESPONSE and ALWAYS_ON_KNOWLEDGE. "
+                    "A patch that touches any other line is rejected.",
+    "code": "This run evolves only the code: the four instruction constants are fixed. A patch that changes "
+            "any of them is rejected.",
+}
+
+
 @dataclass
 class ReflectionInput:
     source: str
@@ -98,6 +107,16 @@ class ReflectionInput:
     lineage: list[str]
     references: list[tuple[str, float, str]]   # (program_id, score, source)
     debug_logs: list[str]
+    already_tried: list[str] = field(default_factory=list)   # failure memory for this parent
+    mode: str = "all"                   # ablation: "all", "instructions" or "code"
+
+
+@dataclass
+class Section:
+    name: str
+    text: str
+    priority: int        # lower = more important; kept first when the budget is tight
+    required: bool = False
 
 
 def _cut(text: str, n: int) -> str:
@@ -108,40 +127,50 @@ def _fmt_conversation(conv: Sequence[dict]) -> str:
     return "\n".join(f"[{m.get('role', '?')}]: {_cut(str(m.get('content', '')), MAX_CASE_FIELD)}" for m in conv)
 
 
-def build_reflection_messages(inp: ReflectionInput, sandbox: SandboxConfig) -> list[dict]:
-    parts = [
-        "You are an expert Python engineer who designs memory systems for LLM agents. Below is a "
-        "memory program, its score on a task, and cases where it did badly. Find out why those cases "
-        "failed and improve the program, through its instructions, its memory design, or both.",
-        f"<interface_spec>\n{interface_spec(sandbox)}\n</interface_spec>",
-        f"<rules>\n{RULES}\n</rules>",
-        f"<patch_format>\n{PATCH_FORMAT}\n</patch_format>",
-        f'<current_program iteration="{inp.iteration}">\n```python\n{inp.source.rstrip()}\n```\n</current_program>',
-        f"<evaluation_score>{inp.score:.4f}</evaluation_score>",
+def reflection_sections(inp: ReflectionInput, sandbox: SandboxConfig) -> list[Section]:
+    """Every section of the reflection prompt, in prompt order, each with its priority."""
+    S = Section
+    out = [
+        S("intro", "You are an expert Python engineer who designs memory systems for LLM agents. Below is a "
+          "memory program, its score on a task, and cases where it did badly. Find out why those cases "
+          "failed and improve the program, through its instructions, its memory design, or both.", 0, True),
+        S("interface_spec", f"<interface_spec>\n{interface_spec(sandbox)}\n</interface_spec>", 0, True),
+        S("rules", f"<rules>\n{RULES}\n</rules>", 0, True),
+        S("patch_format", f"<patch_format>\n{PATCH_FORMAT}\n</patch_format>", 0, True),
+        S("current_program", f'<current_program iteration="{inp.iteration}">\n```python\n{inp.source.rstrip()}\n```\n'
+          "</current_program>", 0, True),
+        S("evaluation_score", f"<evaluation_score>{inp.score:.4f}</evaluation_score>", 0, True),
     ]
+    if inp.mode in MODE_NOTES:
+        out.insert(3, S("mode", f"<mode>\n{MODE_NOTES[inp.mode]}\n</mode>", 0, True))
     if inp.lineage:
-        parts.append("<lineage>\nHow this program came to be and what was tried on it (Δ = score change "
-                     "against its parent; do not repeat changes marked as regressions):\n"
-                     + "\n".join(inp.lineage) + "\n</lineage>")
+        out.append(S("lineage", "<lineage>\nHow this program came to be and what was tried on it (\u0394 = score "
+                     "change against its parent; do not repeat changes marked as regressions):\n"
+                     + "\n".join(inp.lineage) + "\n</lineage>", 2))
+    if inp.already_tried:
+        out.append(S("already_tried", "<already_tried>\nAlready tried on this program and failed -- do not "
+                     "propose these again:\n" + "\n".join(inp.already_tried) + "\n</already_tried>", 2))
     if inp.write_examples:
-        ex = []
-        for w in inp.write_examples:
-            ex.append(f"<write_example episode=\"{w['episode_id']}\">\n<raw_text>{_cut(w['raw_text'], 800)}</raw_text>\n"
-                      f"<item>{w['item']}</item>\n</write_example>")
-        parts.append("<write_examples>\nHow raw texts became knowledge items:\n" + "\n".join(ex) + "\n</write_examples>")
+        ex = [f"<write_example episode=\"{w['episode_id']}\">\n<raw_text>{_cut(w['raw_text'], 800)}</raw_text>\n"
+              f"<item>{w['item']}</item>\n</write_example>" for w in inp.write_examples]
+        out.append(S("write_examples", "<write_examples>\nHow raw texts became knowledge items:\n"
+                     + "\n".join(ex) + "\n</write_examples>", 5))
     if inp.success_cases:
         ex = [f"<case><question>{c['question']}</question><expected>{c['expected']}</expected>"
               f"<model_answer>{c['answer']}</model_answer><score>{c['score']:.2f}</score></case>"
               for c in inp.success_cases]
-        parts.append("<success_cases>\nThese worked; keep what makes them work:\n" + "\n".join(ex) + "\n</success_cases>")
+        out.append(S("success_cases", "<success_cases>\nThese worked; keep what makes them work:\n"
+                     + "\n".join(ex) + "\n</success_cases>", 4))
     if inp.references:
-        ex = [f'<reference_program id="{pid}" score="{s:.4f}">\n```python\n{_cut(src, 6000)}\n```\n</reference_program>'
-              for pid, s, src in inp.references]
-        parts.append("<reference_programs>\nOther programs from the population, higher and lower scoring. Look "
-                     "for the design choices that go with better scores:\n" + "\n".join(ex) + "\n</reference_programs>")
+        ex = [f'<reference_program id="{pid}" score="{sc:.4f}">\n```python\n{src.rstrip()}\n```\n</reference_program>'
+              for pid, sc, src in inp.references]
+        out.append(S("reference_programs", "<reference_programs>\nOther programs from the population, higher "
+                     "and lower scoring. Look for the design choices that go with better scores:\n"
+                     + "\n".join(ex) + "\n</reference_programs>", 6))
     if inp.debug_logs:
         logs = inp.debug_logs[:MAX_DEBUG_LINES]
-        parts.append("<memory_debug_logs>\n" + "\n".join(_cut(l, 300) for l in logs) + "\n</memory_debug_logs>")
+        out.append(S("memory_debug_logs", "<memory_debug_logs>\n" + "\n".join(_cut(l, 300) for l in logs)
+                     + "\n</memory_debug_logs>", 3))
     cases = []
     for i, c in enumerate(inp.failed_cases, 1):
         cases.append(
@@ -150,12 +179,54 @@ def build_reflection_messages(inp: ReflectionInput, sandbox: SandboxConfig) -> l
             f'<retrieved>{_cut(c["retrieved"], MAX_CASE_FIELD)}</retrieved>\n'
             + (f'<error>{c["error"]}</error>\n' if c.get("error") else "")
             + f'<conversation>\n{_fmt_conversation(c.get("conversation", []))}\n</conversation>\n</case>')
-    parts.append("These cases scored low after the memory was written. Each shows the whole retrieval "
-                 "and answer conversation.\n<underperforming_cases>\n" + "\n".join(cases) + "\n</underperforming_cases>")
-    parts.append("<task>\n1. Diagnose why these cases scored low: look at what was retrieved and at how the "
-                 "agent answered.\n2. Decide what to change: the instructions, the memory design, or both.\n"
-                 "3. Write the commit message and the patch.\n</task>")
-    return [{"role": "user", "content": "\n\n".join(parts)}]
+    out.append(S("underperforming_cases", "These cases scored low after the memory was written. Each shows the "
+                 "whole retrieval and answer conversation.\n<underperforming_cases>\n" + "\n".join(cases)
+                 + "\n</underperforming_cases>", 1))
+    out.append(S("task", "<task>\n1. Diagnose why these cases scored low: look at what was retrieved and at how "
+                 "the agent answered.\n2. Decide what to change: the instructions, the memory design, or both.\n"
+                 "3. Write the commit message and the patch.\n</task>", 0, True))
+    return out
+
+
+def estimate_prompt_tokens(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+def fit_to_budget(sections: list[Section], budget_tokens: int | None) -> tuple[list[Section], list[str]]:
+    """Cut optional sections, least important first, until the prompt fits the budget.
+
+    A section that must go is first shortened, then dropped; either way a visible marker stays in
+    its place so the reader (and the model) knows something was left out. Returns the sections and
+    the names of those cut.
+    """
+    if budget_tokens is None:
+        return sections, []
+    out = list(sections)
+    cut: list[str] = []
+
+    def total() -> int:
+        return sum(estimate_prompt_tokens(s.text) for s in out) + len(out)
+
+    for sec in sorted((s for s in sections if not s.required), key=lambda s: -s.priority):
+        over = total() - budget_tokens
+        if over <= 0:
+            break
+        i = out.index(sec)
+        keep_chars = len(sec.text) - over * 4 - 200
+        if keep_chars > 400:
+            text = (sec.text[:keep_chars] + f"\n[... section '{sec.name}' cut to fit the prompt budget: "
+                    f"{len(sec.text) - keep_chars} characters left out]")
+        else:
+            text = f"[section '{sec.name}' left out to fit the prompt budget]"
+        out[i] = Section(sec.name, text, sec.priority, sec.required)
+        cut.append(sec.name)
+    return out, cut
+
+
+def build_reflection_messages(inp: ReflectionInput, sandbox: SandboxConfig,
+                              budget_tokens: int | None = None) -> list[dict]:
+    sections, _ = fit_to_budget(reflection_sections(inp, sandbox), budget_tokens)
+    return [{"role": "user", "content": "\n\n".join(s.text for s in sections)}]
 
 
 def build_compile_fix_messages(source: str, error: str, sandbox: SandboxConfig) -> list[dict]:

@@ -68,3 +68,56 @@ def test_parse_reply_accepts_a_whole_program_in_a_code_block():
 def test_parse_reply_rejects_unusable_replies(reply, msg):
     with pytest.raises(ReplyError, match=msg):
         parse_reply(reply)
+
+
+# ---------------------------------------------------------------- snapshot and budget
+
+import os
+from pathlib import Path
+
+from mstar.reflect import fit_to_budget, reflection_sections
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "reflection_prompt.txt"
+
+
+def _fixture_input():
+    return _input(
+        lineage=["- [current] seed_vector_search: seed: vector_search (score 0.180)",
+                 "- [child] iter_002: Smaller chunks (score 0.150, \u0394 -0.030) \u2190 REGRESSION"],
+        already_tried=["- [tried] attempt_003: Use os (failed: gate failed at stage [static])"],
+        references=[("seed_llm_summarizer", 0.31, "x = 1\n")],
+        debug_logs=["stored 4 chunks (total 4)"],
+        write_examples=[{"episode_id": "c1_s1", "raw_text": "[2:00 pm on 3 May, 2024] Session 1\nMaya: hi",
+                         "item": {"topic": "greeting", "content": "Maya says hi"}}],
+        success_cases=[{"question": "Where does Tom work?", "expected": "a bakery", "answer": "a bakery", "score": 1.0}])
+
+
+def test_reflection_prompt_snapshot():
+    """The whole prompt is pinned: a prompt change must show up as a diff of this file.
+    Regenerate with MSTAR_UPDATE_SNAPSHOTS=1 after checking the change is intended."""
+    text = build_reflection_messages(_fixture_input(), SandboxConfig())[0]["content"]
+    if os.environ.get("MSTAR_UPDATE_SNAPSHOTS") or not SNAPSHOT.exists():
+        SNAPSHOT.write_text(text)
+    assert text == SNAPSHOT.read_text()
+
+
+def test_tight_budget_keeps_the_important_sections_and_marks_the_cut():
+    inp = _fixture_input()
+    inp.references = [("seed_big", 0.5, "# filler line for the reference program\n" * 400)]
+    full = build_reflection_messages(inp, SandboxConfig())[0]["content"]
+    budget = len(full) // 4 - 3000          # about 12,000 characters too long
+    text = build_reflection_messages(inp, SandboxConfig(), budget)[0]["content"]
+    assert len(text) < len(full) - 8000
+    for must in ("<interface_spec>", "<current_program", "<underperforming_cases>", "<question>When did Maya",
+                 "<lineage>", "<already_tried>"):
+        assert must in text
+    assert "section 'reference_programs'" in text          # the lowest priority went first, visibly
+    sections, cut = fit_to_budget(reflection_sections(inp, SandboxConfig()), budget)
+    assert cut[0] == "reference_programs" and "underperforming_cases" not in cut
+
+
+def test_budget_far_too_small_drops_every_optional_section_but_never_the_program():
+    sections, cut = fit_to_budget(reflection_sections(_fixture_input(), SandboxConfig()), 500)
+    names = {s.name for s in sections if "left out" not in s.text}
+    assert {"current_program", "interface_spec", "rules", "patch_format"} <= names
+    assert set(cut) >= {"reference_programs", "write_examples", "success_cases", "memory_debug_logs"}

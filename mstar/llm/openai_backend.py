@@ -67,4 +67,5 @@ class OpenAIBackend:
             prompt_tokens=usage.prompt_tokens if usage else estimate_tokens(messages_text(messages)),
             completion_tokens=usage.completion_tokens if usage else estimate_tokens(text),
             latency_s=latency,
+            finish_reason=choice.finish_reason or "stop",
         )

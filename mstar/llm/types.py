@@ -17,6 +17,7 @@ class ChatResponse:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    finish_reason: str = "stop"     # "length" means the reply was cut off
 
 
 @dataclass

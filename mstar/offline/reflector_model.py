@@ -77,7 +77,7 @@ def parse_lineage(block: str | None) -> list[LineageEntry]:
             continue
         m = re.match(r"- \[(\w+)\] [^:\s]+: (.*)$", line)
         kind, rest = (m.group(1), m.group(2)) if m else ("", line[2:])
-        title = re.sub(r"\s*\((?:score|\u0394|delta)[^()]*\)\s*(?:\u2190|<-)?\s*(?:REGRESSION)?\s*$", "", rest)
+        title = re.sub(r"\s*\((?:score|\u0394|delta|failed|duplicate)[^()]*\)\s*(?:\u2190|<-)?\s*(?:REGRESSION)?\s*$", "", rest)
         out.append(LineageEntry(kind, title.strip(), "REGRESSION" in line))
     return out
 
@@ -96,7 +96,8 @@ def parse_reflection_prompt(prompt: str) -> ReflectionView:
         cases.append(Case(*(extract_tag(block, t) or "" for t in ("question", "expected", "model_answer",
                                                                    "retrieved"))))
     return ReflectionView(_fenced(m.group(2)), int(m.group(1) or 0), score, cases,
-                          parse_lineage(extract_tag(prompt, "lineage")), extract_tag(prompt, "attempt_error"))
+                          parse_lineage(extract_tag(prompt, "lineage")) + parse_lineage(extract_tag(prompt, "already_tried")),
+                          extract_tag(prompt, "attempt_error"))
 
 
 def case_signals(case: Case) -> set[str]:
@@ -147,7 +148,9 @@ def choose_edit(source: str, rng: random.Random, signals: set[str], lineage: lis
     out while anything else applies; when nothing else does, regressions stay out first.
     """
     banned = {title_key(e.title) for e in lineage if e.regression}
-    tried = {title_key(e.title) for e in lineage if e.kind == "child"}
+    # "tried" entries come from the engine's failure memory (<already_tried>): changes on this
+    # parent whose patch failed, whose child failed its gates or duplicated another program.
+    tried = {title_key(e.title) for e in lineage if e.kind in ("child", "tried")}
     applicable = [m for m in catalogue if TUNING[m.name][0] > 0 and m.applies(source)]
     pool = ([m for m in applicable if m.key.lower() not in banned | tried]
             or [m for m in applicable if m.key.lower() not in banned] or applicable)
