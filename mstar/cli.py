@@ -24,6 +24,10 @@ def _add_evolve_args(p: argparse.ArgumentParser) -> None:
                         "(default: vector_search,llm_summarizer,experience_learner)")
     p.add_argument("--workers", type=int, default=EvolutionConfig.workers, help="concurrent task-agent calls")
     p.add_argument("--static-size", type=int, default=EvolutionConfig.static_size)
+    p.add_argument("--mode", choices=("all", "instructions", "code"), default="all",
+                   help="ablation (paper Table 2): evolve everything, only the instruction constants, or only the code")
+    p.add_argument("--prompt-budget", type=int, default=EvolutionConfig.prompt_budget_tokens,
+                   help="token budget of the reflection prompt; optional sections are cut, visibly, to fit")
     p.add_argument("--base-url", default=os.environ.get("MSTAR_BASE_URL"),
                    help="OpenAI-compatible endpoint for every role (env MSTAR_BASE_URL); "
                         "without it and without --model the offline backend serves all roles")
@@ -59,7 +63,7 @@ def resolve_config(args) -> RunConfig:
         name, runs_dir = out.name, str(out.parent)
     seeds = tuple(s.strip() for s in args.seeds.split(",") if s.strip()) if args.seeds else RunConfig.seeds
     evo = replace(EvolutionConfig(), iterations=args.iterations, seed=args.seed, workers=args.workers,
-                  static_size=args.static_size)
+                  static_size=args.static_size, mode=args.mode, prompt_budget_tokens=args.prompt_budget)
     return RunConfig(name=name, task=args.task, data=args.data, runs_dir=runs_dir, seeds=seeds,
                      evolution=evo, llm=resolve_llm(args))
 

@@ -20,7 +20,8 @@ class FrozenPartError(ValueError):
 
 
 def split_program(source: str) -> tuple[str, dict[str, str]]:
-    """(code with each constant's value replaced by a placeholder, {constant: value text})."""
+    """(code with each constant's value replaced by a placeholder and comments removed,
+    {constant: value text}). Comments do not count as code: they change no behaviour."""
     lines = source.splitlines(keepends=True)
     offsets = [0]
     for line in lines:
@@ -33,12 +34,14 @@ def split_program(source: str) -> tuple[str, dict[str, str]]:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError) as exc:
         raise FrozenPartError(f"the program cannot be tokenized: {exc}") from exc
-    spans: list[tuple[int, int, str]] = []  # (value start, value end, name)
+    spans: list[tuple[int, int, str]] = []  # (start, end, constant name or "" for a comment)
     depth = 0
     i = 0
     while i < len(tokens):
         tok = tokens[i]
-        if tok.type == tokenize.OP and tok.string in "([{":
+        if tok.type == tokenize.COMMENT:
+            spans.append((pos(*tok.start), pos(*tok.end), ""))
+        elif tok.type == tokenize.OP and tok.string in "([{":
             depth += 1
         elif tok.type == tokenize.OP and tok.string in ")]}":
             depth -= 1
@@ -59,8 +62,9 @@ def split_program(source: str) -> tuple[str, dict[str, str]]:
     code, values, last = [], {}, 0
     for start, end, name in spans:
         code.append(source[last:start])
-        code.append(f"<{name}>")
-        values[name] = source[start:end]
+        if name:
+            code.append(f"<{name}>")
+            values[name] = source[start:end]
         last = end
     code.append(source[last:])
     return "".join(code), values

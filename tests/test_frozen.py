@@ -33,3 +33,9 @@ def test_a_constant_named_inside_a_function_is_code_not_instruction():
     child = src.replace("'local'", "'changed'")
     with pytest.raises(FrozenPartError):
         check_frozen(src, child, "instructions")
+
+
+def test_comments_are_not_code():
+    child = SEED.replace('INSTRUCTION_RESPONSE = "', '# answers were too long\nINSTRUCTION_RESPONSE = "')
+    child = child.replace("Be short and specific.", "Use at most 5 words.")
+    check_frozen(SEED, child, "instructions")

@@ -421,3 +421,20 @@ def test_helper_methods_run_under_restricted_python_with_only_safe_builtins():
     units = kb.date_stamp(EPISODES[0], kb.split_turns(EPISODES[0]))
     assert units[0] == "[3:10 pm on 14 March, 2024] Maya: I started pottery classes last week."
     assert kb.rank_by_overlap("Tom adopted a dog", units)[0].endswith("I adopted a dog named Rex.")
+
+
+def test_ablation_modes_restrict_the_offline_catalogue():
+    """With a <mode> section, the offline reflector only touches the part that is evolving."""
+    from mstar.config import SandboxConfig
+    from mstar.frozen import check_frozen
+    from mstar.patch import apply_patch
+    from mstar.reflect import ReflectionInput, build_reflection_messages
+
+    src = open("seeds/vector_search.py").read()
+    for mode in ("instructions", "code"):
+        for it in range(6):
+            inp = ReflectionInput(src, it, 0.2, [], [], [], [], [], [], mode=mode)
+            reply = OfflineReflectorModel(seed=3).complete(build_reflection_messages(inp, SandboxConfig()))
+            child = apply_patch(src, reply)
+            assert child != src
+            check_frozen(src, child, mode)   # raises if the frozen part was touched

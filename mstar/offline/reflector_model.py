@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from mstar.offline import source_edits as se
 from mstar.offline.mutation_types import Edit, Mutation
+from mstar.offline.instruction_mutations import INSTRUCTION_MUTATIONS
 from mstar.offline.mutations import CATALOGUE, TUNING
 from mstar.offline.repairs import repair
 from mstar.offline.text import content_set, extract_tag
@@ -193,15 +194,28 @@ class OfflineReflectorModel:
 
     def complete(self, messages: list[dict]) -> str:
         prompt = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") != "assistant")
+        catalogue = self._catalogue_for(prompt)
         if (extract_tag(prompt, "task") or "").strip() == "compile_fix":
-            return self._compile_fix(prompt)
-        return self._reflect(parse_reflection_prompt(prompt))
+            return self._compile_fix(prompt, catalogue)
+        return self._reflect(parse_reflection_prompt(prompt), catalogue=catalogue)
 
-    def _reflect(self, view: ReflectionView, extra: str = "") -> str:
+    def _catalogue_for(self, prompt: str) -> list[Mutation]:
+        # Ablation runs say in a <mode> section (or in the error of a compile-fix round) which
+        # part of the program is frozen; only mutations of the other part are offered then.
+        text = (extract_tag(prompt, "mode") or "") + (extract_tag(prompt, "error") or "")
+        instruction_names = {m.name for m in INSTRUCTION_MUTATIONS}
+        if "evolves only the instructions" in text:
+            return [m for m in self.catalogue if m.name in instruction_names]
+        if "evolves only the code" in text:
+            return [m for m in self.catalogue if m.name not in instruction_names]
+        return self.catalogue
+
+    def _reflect(self, view: ReflectionView, extra: str = "", catalogue: list[Mutation] | None = None) -> str:
         signals = set().union(*(case_signals(c) for c in view.cases)) if view.cases else set()
         # A retry after a failed attempt must not make the same choice again.
         rng = choice_rng(self.seed, view.source, view.iteration, extra + (view.attempt_error or ""))
-        chosen = choose_edit(view.source, rng, signals, view.lineage, self.catalogue)
+        chosen = choose_edit(view.source, rng, signals, view.lineage,
+                             self.catalogue if catalogue is None else catalogue)
         if chosen is None:
             return no_patch_reply("No applicable change found",
                                   "None of the offline reflector's mutations applies to this program.")
@@ -209,14 +223,15 @@ class OfflineReflectorModel:
         edit = Edit(edit.source, edit.title, edit.diagnosis + _evidence(view.cases, m), edit.change)
         return format_reply(view.source, edit)
 
-    def _compile_fix(self, prompt: str) -> str:
+    def _compile_fix(self, prompt: str, catalogue: list[Mutation]) -> str:
         source = _fenced(extract_tag(prompt, "broken_program"))
         error = extract_tag(prompt, "error") or ""
         if source is None:
             raise ValueError("offline reflector: compile-fix prompt has no <broken_program> section")
-        if re.match(r"\s*(?:patch|reply):", error):
-            # The program itself is fine; the change did not arrive. Propose another one.
-            return self._reflect(ReflectionView(source, 0, None), extra=error)
+        if re.match(r"\s*(?:patch|reply|frozen):", error):
+            # The program itself is fine; the change did not arrive (or touched the frozen
+            # part). Propose another one.
+            return self._reflect(ReflectionView(source, 0, None), extra=error, catalogue=catalogue)
         edit = repair(source, error)
         if edit is None:
             first = error.strip().splitlines()[0][:160] if error.strip() else "unknown error"
