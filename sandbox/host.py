@@ -6,8 +6,12 @@ On a deadline it SIGKILLs the worker's whole process group -- never an exception
 program, which could catch it or be stuck in C code. It reads results only from the dedicated
 frame pipe and checks them again (a worker that ran program code is not trusted).
 
-Threads: the worker dies with the *thread* that started it (PR_SET_PDEATHSIG follows the parent
-thread), so start a session from a thread that outlives it -- e.g. a long-lived pool thread.
+Launchers (sandbox.launch): by default workers are forked from one pre-warmed fork server per
+engine process (sandbox.forkserver; tens of ms to a ready worker), falling back to a fresh
+interpreter per worker (~1 s). With the fork server, workers die with the server and the server
+with the engine, whichever thread started them. With `SubprocessLauncher` the worker dies with
+the *thread* that started it (PR_SET_PDEATHSIG follows the parent thread), so start such sessions
+from a thread that outlives them -- e.g. a long-lived pool thread.
 """
 from __future__ import annotations
 
@@ -20,19 +24,22 @@ import time
 import weakref
 from typing import Any, Callable, Sequence
 
-from sandbox.launch import Launcher, SubprocessLauncher, WorkerProcess, exit_text, spawn
+from sandbox.forkserver import ForkServerLauncher
+from sandbox.launch import (Launcher, SubprocessLauncher, WorkerProcess, default_launcher, exit_text,
+                            set_default_launcher, spawn)
 from sandbox.protocol import (FrameBuffer, FrameError, LoadInfo, OpResult, SandboxError, SandboxLimits,
                               Verdict, encode_frame, send_frame_until)
 from sandbox.toolkit import check_messages
 
-__all__ = ["DEFAULT_ALLOWED_IMPORTS", "LLMFn", "Launcher", "LoadInfo", "OpResult", "ProgramSession",
-           "SandboxError", "SandboxLimits", "SubprocessLauncher", "Verdict"]
+__all__ = ["DEFAULT_ALLOWED_IMPORTS", "ForkServerLauncher", "LLMFn", "Launcher", "LoadInfo", "OpResult",
+           "ProgramSession", "SandboxError", "SandboxLimits", "SubprocessLauncher", "Verdict",
+           "default_launcher", "set_default_launcher"]
 
 LLMFn = Callable[[list[dict]], str]
 log = logging.getLogger(__name__)
 DEFAULT_ALLOWED_IMPORTS = ("json", "re", "math", "hashlib", "collections", "dataclasses", "typing",
                            "datetime", "textwrap", "sqlite3", "chromadb")
-STARTUP_TIMEOUT_S = 60.0  # interpreter + chromadb warm-up; not program code, so not call_timeout_s
+STARTUP_TIMEOUT_S = 60.0  # interpreter (or fork server) + chromadb warm-up; not program code
 LLM_PROMPT_MAX_CHARS = 200_000
 LLM_REPLY_MAX_CHARS = 1_000_000
 OUTPUT_TAIL_CHARS = 64_000  # worker stdout/stderr kept for diagnostics, never parsed
@@ -53,7 +60,7 @@ class ProgramSession:
         self.allowed_imports = list(allowed_imports)
         self.limits = limits
         self.llm = llm
-        self.launcher = launcher or SubprocessLauncher()
+        self.launcher = launcher or default_launcher()
         self._worker: WorkerProcess | None = None
         self._finalizer: weakref.finalize | None = None
         self._frames = FrameBuffer()

@@ -6,21 +6,27 @@ session and process group, so one killpg reaches it and anything it starts; only
 pipe ends beyond stdin/stdout/stderr. It is always ended the same way: SIGKILL to the group,
 reap, close the pipes, remove the scratch directory.
 
-`Launcher` is the seam for a later fork-server (a pre-warmed parent that forks ready workers):
-it receives the same arguments and must honour the same contract.
+`Launcher` is the seam between that contract and how a process comes to be: `SubprocessLauncher`
+starts a fresh interpreter per worker (~1 s, chromadb's import is most of it);
+`sandbox.forkserver.ForkServerLauncher` forks it from a pre-warmed server (tens of ms). Sessions
+created without a launcher use `default_launcher()`: the fork server where the platform has one
+(with fresh interpreters as the fallback if it cannot start), else fresh interpreters; the engine
+may pick another once with `set_default_launcher`.
 """
 from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Any, Callable, Protocol
 
 from sandbox.protocol import SandboxLimits
 
@@ -34,13 +40,28 @@ WORKER_PATH = "/usr/bin:/bin"
 REAP_TIMEOUT_S = 10.0
 
 
+class LaunchedWorker(Protocol):
+    """What the engine uses of a started worker; `subprocess.Popen` is the reference. `pid` is
+    also the process group id; `stdout` is the worker's merged stdout/stderr (a pipe);
+    `returncode`/`wait` follow Popen's convention (negative: killed by that signal). A launcher
+    whose engine is not the worker's parent also provides `kill_group()`, because only the
+    reaper can tell that a pid still names its worker."""
+
+    pid: int
+    stdout: IO[bytes] | None
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 class Launcher(Protocol):
-    """Starts one worker. Of the returned object the engine uses `pid` (which must also be the
-    process group id), `stdout` (the worker's merged stdout/stderr, a pipe), `returncode` and
-    `wait(timeout)`; `subprocess.Popen` is the reference."""
+    """Starts one worker with exactly these arguments, environment, cwd and descriptors (kept at
+    the same numbers), in a new session; the worker must die when the engine dies."""
 
     def launch(self, worker_args: list[str], *, env: dict[str, str], cwd: str,
-               pass_fds: tuple[int, ...]) -> subprocess.Popen: ...
+               pass_fds: tuple[int, ...]) -> LaunchedWorker: ...
 
 
 class SubprocessLauncher:
@@ -59,7 +80,7 @@ class SubprocessLauncher:
 class WorkerProcess:
     """One live worker: its process, the engine's ends of its pipes, its scratch directory."""
 
-    proc: subprocess.Popen
+    proc: LaunchedWorker
     frames_in: int  # worker -> engine frames (non-blocking)
     frames_out: int  # engine -> worker frames (non-blocking)
     output: int  # worker stdout+stderr (non-blocking)
@@ -72,6 +93,10 @@ class WorkerProcess:
     def kill_group(self) -> None:
         """SIGKILL the whole process group. Safe until reaped: the unreaped leader keeps its
         pid (= the pgid) from being reused by an unrelated process."""
+        kill_group = getattr(self.proc, "kill_group", None)
+        if kill_group is not None:  # not our child: its reaper does it (see LaunchedWorker)
+            kill_group()
+            return
         if self.proc.returncode is not None:
             return
         try:
@@ -118,6 +143,75 @@ def spawn(launcher: Launcher, limits: SandboxLimits) -> WorkerProcess:
     for fd in (from_worker_r, to_worker_w, output):
         os.set_blocking(fd, False)
     return WorkerProcess(proc, from_worker_r, to_worker_w, output, home)
+
+
+_default: Launcher | None = None
+_default_lock = threading.Lock()
+
+
+def default_launcher() -> Launcher:
+    """The launcher of sessions created without one: one shared fork server per engine process
+    where the platform supports it (fresh interpreters if it cannot start), else fresh
+    interpreters. Chosen on first use; `set_default_launcher` overrides it."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            from sandbox.forkserver import ForkServerLauncher, fork_server_supported
+
+            _default = (ForkServerLauncher(fallback=SubprocessLauncher()) if fork_server_supported()
+                        else SubprocessLauncher())
+        return _default
+
+
+def set_default_launcher(launcher: Launcher | None) -> Launcher | None:
+    """Use `launcher` for sessions created without one from now on, e.g.
+    `set_default_launcher(SubprocessLauncher())`; None restores the automatic choice. Returns the
+    previous choice (None if none was made yet). Live sessions keep the launcher they started
+    with; a replaced fork server keeps running for them until the engine exits."""
+    global _default
+    with _default_lock:
+        previous, _default = _default, launcher
+        return previous
+
+
+class _SpawnerThread:
+    """One daemon thread that lives as long as the process and runs what it is given."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="mstar-sandbox-spawner", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            fn, box, done = self.jobs.get()
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # noqa: BLE001 -- handed back to the caller
+                box["error"] = exc
+            done.set()
+
+
+_spawner: _SpawnerThread | None = None
+_spawner_lock = threading.Lock()
+
+
+def call_in_spawner_thread(fn: Callable[[], Any]) -> Any:
+    """Run `fn` (e.g. a Popen) in a thread that lives as long as this process and return its
+    result. PR_SET_PDEATHSIG fires when the *thread* that started a child exits: a long-lived
+    process started from a pool thread would be killed when that thread ends."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or _spawner.pid != os.getpid():  # threads do not survive a fork
+            _spawner = _SpawnerThread()
+        spawner = _spawner
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    spawner.jobs.put((fn, box, done))
+    done.wait()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def exit_text(status: int | None) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import resource
 import signal
@@ -55,11 +56,17 @@ def set_rlimits(memory_mb: int, cpu_s: int) -> str:
     return "rlimits"
 
 
-def _prctl(option: int, arg: int) -> None:
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    # Cached: find_library runs `ldconfig -p`, and a fork server resolves it once for all children.
     libc_name = ctypes.util.find_library("c")
     if libc_name is None:
         raise LayerUnavailable("libc not found (prctl needs Linux)")
-    libc = ctypes.CDLL(libc_name, use_errno=True)
+    return ctypes.CDLL(libc_name, use_errno=True)
+
+
+def _prctl(option: int, arg: int) -> None:
+    libc = _libc()
     if libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
         errno = ctypes.get_errno()
         raise LayerUnavailable(f"prctl({option}) failed: {os.strerror(errno)}")

@@ -32,9 +32,9 @@ MAX_MESSAGE_CHARS = 2000
 # Modules imported lazily by stdlib code a program may call; after the uid drop the interpreter's
 # files may be unreadable, so they are imported up front.
 # Other codecs than these fail with "unknown encoding" inside programs (a known, rare gap).
-_LAZY_STDLIB = ("_strptime", "encodings.latin_1", "encodings.ascii", "encodings.utf_16",
-                "encodings.utf_32", "encodings.utf_8_sig", "encodings.cp1252", "encodings.idna",
-                "unicodedata", "linecache", "tokenize")
+LAZY_STDLIB = ("_strptime", "encodings.latin_1", "encodings.ascii", "encodings.utf_16",
+               "encodings.utf_32", "encodings.utf_8_sig", "encodings.cp1252", "encodings.idna",
+               "unicodedata", "linecache", "tokenize")
 # The sqlite progress handler fires a little before the engine's SIGKILL, so a runaway query
 # ends in a clean exception rather than a killed worker when the program would otherwise finish.
 _DB_DEADLINE_FRACTION = 0.9
@@ -92,7 +92,7 @@ class Worker:
     def prepare(self) -> None:
         self.layer(oslimits.set_no_new_privs)
         self.layer(oslimits.set_rlimits, self.limits.memory_mb, self.limits.cpu_s)
-        for name in _LAZY_STDLIB:
+        for name in LAZY_STDLIB:
             importlib.import_module(name)
         try:
             self.loader = importlib.import_module("sandbox.loader")

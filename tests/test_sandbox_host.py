@@ -1,6 +1,8 @@
 """ProgramSession end to end: real worker processes, real loader (RestrictedPython), real
-chromadb, real sqlite. Small timeouts keep it fast; one shared "probe" worker serves the tests
-that do not kill their worker.
+chromadb, real sqlite. Small timeouts keep it fast; one shared "probe" worker per launcher serves
+the tests that do not kill their worker. Tests about how a worker lives and dies run under both
+launchers (fork server and fresh interpreter); fork-server specifics are in
+test_sandbox_forkserver.py.
 """
 from __future__ import annotations
 
@@ -15,10 +17,19 @@ import time
 
 import pytest
 
+from sandbox.forkserver import ForkServerLauncher
 from sandbox.host import ProgramSession, SandboxError, SandboxLimits
-from sandbox.launch import ENGINE_ROOT
+from sandbox.launch import ENGINE_ROOT, SubprocessLauncher
 
 FAST = SandboxLimits(call_timeout_s=5.0)
+# No fallback: a fork server that cannot start must fail these tests, not hide behind subprocesses.
+FORK = ForkServerLauncher()
+LAUNCHERS = {"fork": FORK, "subprocess": SubprocessLauncher()}
+
+
+@pytest.fixture(params=sorted(LAUNCHERS))
+def launcher(request):
+    return LAUNCHERS[request.param]
 
 HEADER = '''
 from dataclasses import dataclass, field
@@ -76,6 +87,11 @@ def kb(body: str) -> str:
     return HEADER + "\n\nclass KnowledgeBase:\n" + body
 
 
+def ppid_of(pid: int) -> int:
+    stat = open(f"/proc/{pid}/stat").read()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
 def process_gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -87,8 +103,8 @@ def process_gone(pid: int) -> bool:
 # --------------------------------------------------------------------------- the happy path
 
 
-def test_good_program_loads_writes_and_reads_with_logs():
-    with session(GOOD) as s:
+def test_good_program_loads_writes_and_reads_with_logs(launcher):
+    with session(GOOD, launcher=launcher) as s:
         info = s.start()
         assert [f["name"] for f in info.knowledge_item_schema] == ["topic", "facts"]
         assert [f["name"] for f in info.query_schema] == ["text"]
@@ -197,11 +213,12 @@ class KnowledgeBase:
 '''
 
 
-@pytest.fixture(scope="module")
-def probe():
+@pytest.fixture(scope="module", params=sorted(LAUNCHERS))
+def probe(request):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OPENAI_API_KEY", "sk-secret-test-value")  # must not reach the worker
-        s = session(PROBE, limits=SandboxLimits(call_timeout_s=5.0, memory_mb=900, cpu_s=300, max_log_chars=2000))
+        s = session(PROBE, limits=SandboxLimits(call_timeout_s=5.0, memory_mb=900, cpu_s=300, max_log_chars=2000),
+                    launcher=LAUNCHERS[request.param])
         s.start()
     yield s
     s.close()
@@ -212,8 +229,13 @@ def test_worker_runs_as_nobody_with_hard_limits_and_a_clean_env(probe):
     assert "sk-secret" not in environ and "OPENAI_API_KEY" not in environ
     env = dict(kv.split("=", 1) for kv in environ.split("\0") if kv)
     assert set(env) == {"PATH", "HOME", "TMPDIR", "LANG"}
-    assert os.path.realpath(f"/proc/{probe.pid}/cwd") == env["HOME"] == env["TMPDIR"]
-    assert os.listdir(env["HOME"]) == []
+    home = probe._worker.home
+    assert os.path.realpath(f"/proc/{probe.pid}/cwd") == home and os.listdir(home) == []
+    if probe.launcher is FORK:  # /proc shows the environment block of the exec, i.e. the server's:
+        assert env["HOME"] == env["TMPDIR"] != home  # its own scratch dir, removed once it was up
+        assert not os.path.exists(env["HOME"])
+    else:
+        assert env["HOME"] == env["TMPDIR"] == home
     limits = open(f"/proc/{probe.pid}/limits").read()
     assert "Max address space         943718400            943718400" in limits
     assert "Max cpu time              299                  300" in limits
@@ -387,8 +409,8 @@ LOOPS = kb('''
 ''')
 
 
-def test_infinite_loop_in_read_is_killed_at_the_deadline_and_the_engine_survives():
-    with session(LOOPS, limits=SandboxLimits(call_timeout_s=1.0)) as s:
+def test_infinite_loop_in_read_is_killed_at_the_deadline_and_the_engine_survives(launcher):
+    with session(LOOPS, limits=SandboxLimits(call_timeout_s=1.0), launcher=launcher) as s:
         s.start()
         s.write({}, "x")
         pid = s.pid
@@ -423,8 +445,8 @@ def test_infinite_loop_in_init_is_a_timeout_in_stage_init():
     assert (err.value.verdict.stage, err.value.verdict.rule) == ("init", "timeout")
 
 
-def test_worker_killed_from_outside_is_worker_died():
-    with session(LOOPS, limits=SandboxLimits(call_timeout_s=10.0)) as s:
+def test_worker_killed_from_outside_is_worker_died(launcher):
+    with session(LOOPS, limits=SandboxLimits(call_timeout_s=10.0), launcher=launcher) as s:
         s.start()
         threading.Timer(0.3, os.kill, (s.pid, signal.SIGKILL)).start()
         t0 = time.monotonic()
@@ -436,9 +458,10 @@ def test_worker_killed_from_outside_is_worker_died():
     assert "was killed by signal SIGKILL" in v.message
 
 
-def test_cpu_rlimit_kills_a_busy_worker():
-    # Start-up (chromadb import and warm-up) costs about 1-1.5 s of CPU; SIGXCPU comes at 2 s.
-    with session(LOOPS, limits=SandboxLimits(call_timeout_s=20.0, cpu_s=3)) as s:
+def test_cpu_rlimit_kills_a_busy_worker(launcher):
+    # Start-up (chromadb import and warm-up) costs about 1-1.5 s of CPU in a fresh interpreter
+    # (a forked worker starts at zero); SIGXCPU comes at 2 s.
+    with session(LOOPS, limits=SandboxLimits(call_timeout_s=20.0, cpu_s=3), launcher=launcher) as s:
         s.start()
         with pytest.raises(SandboxError) as err:
             s.read({})
@@ -482,27 +505,46 @@ def test_loader_rejection_carries_stage_gate_rule_and_line():
     assert v.stage == "static" and v.line == 3 and "os" in v.message
 
 
-def test_worker_dies_with_the_engine():
-    engine = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\n"
-         "sys.path.insert(0, sys.argv[1])\n"
-         "from test_sandbox_host import GOOD, session\n"
-         "s = session(GOOD); s.start(); print(s.pid, flush=True); time.sleep(60)\n",
-         os.path.dirname(__file__)],
-        stdout=subprocess.PIPE, text=True)
+ENGINE_SCRIPT = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from test_sandbox_host import GOOD, LAUNCHERS, session
+s = session(GOOD, launcher=LAUNCHERS[sys.argv[2]])
+s.start()
+print(s.pid, getattr(s.launcher, "server_pid", None) or 0, flush=True)
+time.sleep(60)
+"""
+
+
+def run_engine(kind: str) -> tuple[subprocess.Popen, int, int]:
+    """A separate 'engine' process holding one started session; (engine, worker pid, server pid or 0)."""
+    engine = subprocess.Popen([sys.executable, "-c", ENGINE_SCRIPT, os.path.dirname(__file__), kind],
+                              stdout=subprocess.PIPE, text=True)
+    worker_pid, server_pid = map(int, engine.stdout.readline().split())
+    return engine, worker_pid, server_pid
+
+
+def wait_gone(pids, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not all(process_gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return all(process_gone(p) for p in pids)
+
+
+def test_worker_dies_with_the_engine(launcher):
+    kind = next(k for k, v in LAUNCHERS.items() if v is launcher)
+    engine, worker_pid, server_pid = run_engine(kind)
     home = None
     try:
-        worker_pid = int(engine.stdout.readline())
         assert not process_gone(worker_pid)
-        environ = open(f"/proc/{worker_pid}/environ", "rb").read().decode().split("\0")
-        home = next(kv[5:] for kv in environ if kv.startswith("HOME="))
+        home = os.path.realpath(f"/proc/{worker_pid}/cwd")
+        if kind == "fork":  # engine -> server -> worker, each set to die with its parent
+            assert ppid_of(worker_pid) == server_pid and ppid_of(server_pid) == engine.pid
+        else:
+            assert server_pid == 0 and ppid_of(worker_pid) == engine.pid
     finally:
-        engine.kill()  # no close(), no finalizer: only PR_SET_PDEATHSIG can end the worker
+        engine.kill()  # no close(), no finalizer, no atexit: only PR_SET_PDEATHSIG can end the worker
         engine.wait()
-    deadline = time.monotonic() + 5
-    while not process_gone(worker_pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert process_gone(worker_pid)
+    assert wait_gone([worker_pid] + ([server_pid] if server_pid else []))
     if home and home.startswith(tempfile.gettempdir()):  # nobody was left to remove it
         shutil.rmtree(home, ignore_errors=True)
