@@ -8,7 +8,7 @@ environment variable that holds an API key.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mstar.contract import DEFAULT_ALLOWED_IMPORTS
