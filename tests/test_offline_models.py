@@ -10,8 +10,9 @@ from mstar.agent import (build_answer_messages, build_extraction_messages, build
 from mstar.offline.judge_model import OfflineJudgeModel
 from mstar.offline.task_model import (SHORT_CAP, OfflineTaskModel, answer, field_kind,
                                       is_directive, read_directives)
+from mstar.offline.answer_span import question_info, question_parts
 from mstar.offline.text import (content_words, marker_date, ranked_terms, resolve_relative,
-                                split_units, stem)
+                                split_sentences, split_units, stem, surface_words, tokens)
 from mstar.offline.toolkit_model import OfflineToolkitModel, find_query_and_text
 
 MEMORY = """[10:00 am on 2 February, 2024] Session 1 — Maya and Tom
@@ -94,17 +95,18 @@ def test_word_cap_directive_and_default_cap():
     long_turn = ("Tom: I bought a red vintage wooden sailing boat with brass fittings, white "
                  "sails, teak decks and a tiny cabin.")
     default = ask("What did Tom buy?", memory=long_turn)
-    assert len(default.split()) == SHORT_CAP
+    assert len(default.split()) == SHORT_CAP and default in long_turn
+    # Under a cap the answer is the best span that fits, not the default cut short.
     capped = ask("What did Tom buy?", BASE + " Answer in at most 3 words.", memory=long_turn)
-    assert capped.split() == default.split()[:3]
-    assert len(ask("What did Tom buy?", "Use no more than two words.", memory=long_turn)
-               .split()) == 2
+    assert 1 <= len(capped.split()) <= 3 and capped in long_turn
+    two = ask("What did Tom buy?", "Use no more than two words.", memory=long_turn)
+    assert 1 <= len(two.split()) <= 2 and two in long_turn
 
 
 def test_directive_can_switch_the_date_rule_off():
     reply = ask("When did Maya adopt a greyhound?",
                 BASE + " Do not answer with the session date; quote the memory instead.")
-    assert "2024" not in reply and "Biscuit" in reply
+    assert reply == "last week"  # the time phrase of the matching turn, not the session date
 
 
 def test_relative_date_directive_resolves_against_the_session_date():
@@ -145,6 +147,96 @@ def test_full_sentence_and_long_form():
     reply = ask(long_question)
     assert len(reply.split()) > SHORT_CAP and "greyhound" in reply and "shelter" in reply
     assert "mural" not in reply  # sentences sharing no word with the question stay out
+
+
+# ---------------------------------------------------------------- answer spans
+
+SPANS = """[2:00 pm on 5 May, 2024] Session 4 — Ana and Ben
+Ben: My manager Lucía runs the design team at work.
+Ana: I adopted a tortoise last month.
+Ana: A Hermann's tortoise named Atlas.
+Ben: How much did the boat repairs cost you?
+Ana: Eight hundred dollars, sadly.
+Ana: My grandmother lives in Otaru now.
+Ana: I baked a lemon drizzle cake for the party.
+Ben: We painted the garden shed sage green.
+Ben: Sean O'Neill coached our rowing team for thirty-four years.
+Ana: My favourite novel is "The Quiet Harbour" by a local author."""
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("Who is Ben's manager at work?", "Lucía"),                       # who -> name
+    ("Who coached Ben's rowing team?", "Sean O'Neill"),               # names with apostrophes
+    ("What is the name of Ana's tortoise?", "Atlas"),                 # "name of" -> after "named"
+    ("Where does Ana's grandmother live?", "Otaru"),                  # where -> place
+    ("How much did Ana's boat repairs cost?", "Eight hundred dollars"),  # answer in next turn
+    ("How many years did Sean O'Neill coach the rowing team?", "thirty-four years"),
+    ("What kind of tortoise did Ana adopt?", "Hermann's tortoise"),   # modifiers + head noun
+    ("What cake did Ana bake for the party?", "lemon drizzle cake"),
+    ("What colour did Ben paint the garden shed?", "sage green"),
+    ("What is Ana's favourite novel?", "Quiet Harbour"),              # a quotation
+])
+def test_answers_are_typed_contiguous_spans(question, expected):
+    assert ask(question, memory=SPANS) == expected
+
+
+def test_span_answers_keep_the_memory_text_and_handle_question_forms():
+    # The span is the memory's own text, so it scores against gold written the same way.
+    assert ask("What kind of tortoise did Ana adopt?", memory=SPANS) in SPANS
+    # Two-part questions get one span per part; yes/no questions "Yes" and the evidence.
+    assert ask("Who is Ben's manager at work, and where does Ana's grandmother live?",
+               memory=SPANS) == "Lucía, Otaru"
+    yes = ask("Is Ana likely to own a pet tortoise?", memory=SPANS)
+    assert yes.startswith("Yes, ") and yes[5:] in SPANS
+    # A when-question without the date rule gets the turn's time phrase.
+    assert ask("When did Ana adopt a tortoise?", "Do not use session dates.",
+               memory=SPANS) == "last month"
+    assert ask("When did Ana adopt a tortoise?", memory=SPANS) == "5 May, 2024"
+    # The cap bounds the span: one word for "Who ...?" is still the name.
+    assert ask("Who coached Ben's rowing team?", "Answer in one word.", memory=SPANS) in (
+        "Sean", "O'Neill")
+
+
+def test_tokeniser_keeps_accented_letters_and_inner_apostrophes():
+    assert tokens("Lucía met O'Neill and Hermann's tortoise; I don't know.") == [
+        "lucía", "met", "o'neill", "and", "hermann", "tortoise", "i", "don't", "know"]
+    assert surface_words("Saint-Saëns and Lucía's cat") == ["Saint", "Saëns", "and", "Lucía",
+                                                            "cat"]
+    assert content_words("I've already said I'm happy") == ["already", "happy"]  # no "i've"
+    assert split_sentences("My teacher is Mrs. Abernathy. She is strict!") == [
+        "My teacher is Mrs. Abernathy.", "She is strict!"]
+    assert stem("charge") == stem("charging") and stem("bake") == stem("baked")
+
+
+def test_question_kinds_and_head_nouns():
+    cases = {"Who is Sam's manager?": ("name", None),
+             "What is the name of Lena's cat?": ("name", None),
+             "How many years did Ruth work there?": ("number", "year"),
+             "Where does Hana's grandmother live?": ("place", None),
+             "What colour did Lena repaint her van?": ("colour", None),
+             "What kind of tortoise is Atlas?": ("thing", "tortoise"),
+             "What rare bird did Ruth see?": ("thing", "bird"),
+             "Which institute offered Elif a postdoc?": ("name", "institute"),
+             "Why did Jonah sneeze?": ("reason", None),
+             "When did Maya move?": ("time", None)}
+    for question, expected in cases.items():
+        info = question_info(question)
+        kind, head = expected
+        assert (info.kind, info.head) == (kind, head and stem(head)), question
+    assert question_info("Is Noah likely to keep making furniture?").yes_no
+    assert question_parts("Which park did Lena win, and what feature did they love?") == [
+        "Which park did Lena win?", "what feature did they love?"]
+    assert question_parts("What did Tom and Maya eat?") == ["What did Tom and Maya eat?"]
+
+
+def test_span_answers_are_deterministic_whatever_the_call_order():
+    questions = ["Who is Ben's manager at work?", "What cake did Ana bake for the party?",
+                 "How much did Ana's boat repairs cost?", "Where does Ana's grandmother live?",
+                 "What did Tom buy?"]
+    forward = [answer(SPANS, q, BASE) for q in questions]
+    backward = [answer(SPANS, q, BASE) for q in reversed(questions)][::-1]
+    assert forward == backward
+    assert forward == [answer(SPANS, q, BASE) for q in questions]
 
 
 # ---------------------------------------------------------------- extraction / query

@@ -11,9 +11,10 @@ sentence sharing most of the question's content words (rarer words break ties), 
 when-questions ("when ...", "... when ...", "what/which year/date/month") with a date — an
 explicit date written in that sentence ("in 2019", "March 2024") if there is one, else its
 session date (the nearest date marker above it; the year or "Month YYYY" when the question asks
-for a year or month) — and otherwise return a short span of it without the question's own words
-and function words. Memory that is empty or says "No information stored." gets "unknown".
-Deterministic: same prompt, same reply.
+for a year or month) — and otherwise return a contiguous span of the best sentences chosen by
+the question's answer type ("Lucía" for "who ...", "thirty-four years" for "how many ...",
+"lemon drizzle cake" for "what cake ..."; see mstar.offline.answer_span). Memory that is empty
+or says "No information stored." gets "unknown". Deterministic: same prompt, same reply.
 
 Directives. So that edits to INSTRUCTION_RESPONSE / ALWAYS_ON_KNOWLEDGE change offline scores,
 the answerer obeys a small set of recognisable directives, read one sentence at a time from the
@@ -22,11 +23,12 @@ instruction is read last, so it wins a conflict. A sentence whose directive phra
 negation ("do not", "don't", "never", "avoid", "without") switches the behaviour off instead.
   - word cap: "at most / no more than / up to / under / fewer than / maximum (of) N words",
     "in N words", "N words or fewer/less", "one/a single word" -> cap the answer at N words
-    (1..200). Default cap: 8 words for short answers, 80 for long-form ones. Dates are never
-    cut.
+    (1..200): a short answer is then the best span of at most N words (not a cut longer one).
+    Default cap: 8 words for short answers, 80 for long-form ones. Dates are never cut.
   - session-date rule, ON by default: a sentence naming session / conversation / marker dates
     or timestamps under a negation ("do not answer with the session date") turns it OFF (then a
-    when-question gets a span like any other question); without a negation it turns it ON.
+    when-question gets a span, a time phrase like "last week" if the sentence has one);
+    without a negation it turns it ON.
   - relative dates, OFF by default: "relative date(s)/time(s)/time expressions", or "convert /
     resolve / compute ... yesterday / last week / ago" -> turn "yesterday", "last week",
     "last Friday", "last year", "N days ago", ... into dates counted from the session date.
@@ -47,12 +49,11 @@ import json
 import re
 from dataclasses import dataclass
 
-from mstar.offline.text import (EXPLICIT_DATE_RE, MONTHS, NUMBER_WORDS, QUESTION_WORDS,
-                                STOPWORDS, Unit, capitalised_names, content_set, extract_tag,
-                                idf_weights, is_content, marker_date, parse_date, query_terms,
-                                ranked_terms, resolve_relative, salient_sentences,
-                                split_sentences, split_speaker, split_units, stem, surface_words,
-                                tokens)
+from mstar.offline.answer_span import short_answer, unit_scores
+from mstar.offline.text import (EXPLICIT_DATE_RE, MONTHS, NUMBER_WORDS, QUESTION_WORDS, Unit,
+                                capitalised_names, extract_tag, is_content, marker_date,
+                                parse_date, ranked_terms, resolve_relative, salient_sentences,
+                                split_sentences, split_speaker, split_units, tokens)
 
 SHORT_CAP = 8          # words in a default answer; 6-12 score alike on LoCoMo val, 4 loses 0.007
 LONG_CAP = 80          # words in a long-form answer
@@ -119,9 +120,10 @@ def _cap(sentence: str) -> int | None:
 
 
 # Every directive phrase contains one of these words; lines without any are skipped cheaply.
+# Matched against lower-cased text: a case-insensitive alternation is ~10x slower in `re`.
 _ANY_DIRECTIVE_RE = re.compile(r"word|relative|convert|resolve|translate|compute|calculate|"
                                r"unknown|know|mention|sentence|detail|thorough|comprehensive|"
-                               r"depth|elaborate|step|date|timestamp", re.I)
+                               r"depth|elaborate|step|date|timestamp")
 
 
 def read_directives(*texts: str) -> Directives:
@@ -129,7 +131,7 @@ def read_directives(*texts: str) -> Directives:
     found: dict = {}
     for text in texts:
         for line in text.splitlines():
-            if not _ANY_DIRECTIVE_RE.search(line):
+            if not _ANY_DIRECTIVE_RE.search(line.lower()):
                 continue
             for sentence in split_sentences(line):
                 cap = _cap(sentence)
@@ -146,7 +148,7 @@ def read_directives(*texts: str) -> Directives:
 
 def is_directive(sentence: str) -> bool:
     """True for an instruction-like sentence that must not be offered as an answer."""
-    if not _ANY_DIRECTIVE_RE.search(sentence):
+    if not _ANY_DIRECTIVE_RE.search(sentence.lower()):
         return False
     return _cap(sentence) is not None or any(
         p.search(sentence) for p in (_RELATIVE_RE, _ABSTAIN_RE, _DATE_RULE_RE))
@@ -177,30 +179,10 @@ def when_answer(question: str, unit: Unit, d: Directives) -> str | None:
 
 # ---------------------------------------------------------------- answering
 
-def _best_units(units: list[Unit], question: str, k: int) -> list[tuple[float, int, Unit]]:
-    """The k units sharing most question words, best first.
-
-    The score is the number of shared words (the speaker's name counts as a word of the unit);
-    rarer words break ties, then the earlier unit wins. On LoCoMo val this beat a pure
-    rarity-weighted sum by ~0.004 F1 with dated-turn retrieval.
-    """
-    q = query_terms(question)
-    bags = [content_set(u.text) | ({stem(u.speaker.lower())} if u.speaker else set())
-            for u in units]
-    idf = idf_weights(bags)
-    scored = [(len(q & bag) + 0.01 * sum(idf[t] for t in q & bag), i, u)
-              for i, (u, bag) in enumerate(zip(units, bags))]
-    scored.sort(key=lambda s: (-s[0], s[1]))
-    return scored[:k]
-
-
-def _span(text: str, question: str, cap: int) -> str:
-    """Words of `text` that are not the question's own words or function words, first `cap`."""
-    q = query_terms(question)
-    words = [w for w in surface_words(text)
-             if stem(w.lower()) not in q and w.lower() not in QUESTION_WORDS
-             and w.lower() not in STOPWORDS]
-    return " ".join(words[:cap])
+def _best_units(units: list[Unit], scores: list[float], k: int) -> list[tuple[float, int, Unit]]:
+    """The k best-scoring units, best first; the earlier unit wins a tie."""
+    return sorted(((s, i, u) for i, (s, u) in enumerate(zip(scores, units))),
+                  key=lambda s: (-s[0], s[1]))[:k]
 
 
 def _cut(text: str, cap: int) -> str:
@@ -216,7 +198,8 @@ def answer(memory: str, question: str, instruction: str) -> str:
     if not units:
         return "unknown"
     long_form = d.long_form or len(tokens(question)) > LONG_QUESTION_WORDS
-    best = _best_units(units, question, 3 if long_form else 1)
+    scores = unit_scores(units, question)
+    best = _best_units(units, scores, 3 if long_form else 1)
     if d.abstain and best[0][0] == 0:
         return "unknown"
     if long_form:  # the matching sentences, best first (the best one even if nothing matches)
@@ -229,8 +212,8 @@ def answer(memory: str, question: str, instruction: str) -> str:
             return dated
     if d.full_sentence:
         return _cut(unit.text, d.max_words or SENTENCE_CAP)
-    return _span(unit.text, question, d.max_words or SHORT_CAP) or _cut(unit.text, d.max_words
-                                                                        or SHORT_CAP)
+    cap = d.max_words or SHORT_CAP
+    return short_answer(units, scores, question, memory, cap) or _cut(unit.text, cap)
 
 
 # ---------------------------------------------------------------- structured outputs

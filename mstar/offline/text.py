@@ -39,6 +39,9 @@ anything everything kind sort quite pretty well still even though always never s
 one ones maybe sure great good nice cool awesome glad
 go goes going went gone come came make made take took say said tell told know knew think
 thought feel felt want wanted see saw look looked last next new time times
+i'm i've i'll i'd you're you've you'll you'd he'll he'd she'll she'd we're we've we'll we'd
+they're they've they'll they'd it'll that'll there'll don't doesn't didn't isn't aren't wasn't
+weren't won't wouldn't can't couldn't shouldn't haven't hasn't hadn't let's y'all
 """.split())
 
 # Words that open questions or instructions; never evidence of a topic.
@@ -53,8 +56,29 @@ NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
     "fifteen sixteen seventeen eighteen nineteen twenty".split())}
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+NUMBER_TOKENS = frozenset(NUMBER_WORDS) | frozenset(
+    "thirty forty fifty sixty seventy eighty ninety hundred thousand million billion dozen "
+    "half once twice".split())
+TIME_WORDS = frozenset(MONTHS) | frozenset(WEEKDAYS) | frozenset(
+    "yesterday today tonight tomorrow morning afternoon evening night week weekend month year "
+    "ago spring summer autumn fall winter christmas".split())
+COLOUR_WORDS = frozenset(
+    "red orange yellow green blue purple violet pink brown black white grey gray teal navy "
+    "turquoise beige cream gold golden silver maroon crimson scarlet lavender lilac magenta "
+    "cyan indigo olive mint sage coral peach ivory amber burgundy tan charcoal".split())
+# Words that open or pad a chat sentence: capitalised at its start, yet neither a name nor an
+# answer.
+DISCOURSE_WORDS = frozenset(
+    "since sorry actually anyway anyways apparently basically besides btw certainly congrats "
+    "congratulations definitely especially eventually exactly finally fortunately "
+    "unfortunately hopefully honestly however instead luckily meanwhile obviously otherwise "
+    "perhaps please probably seriously suddenly surely therefore totally absolutely although "
+    "though whenever wherever guess wait listen yep nope yup hmm haha lol omg alright right "
+    "true amazing wonderful awesome highly already recently usually currently".split())
 
-_WORD_RE = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
+# Letters of any script and digits, with apostrophes inside a word kept ("Lucía", "O'Neill",
+# "Hermann's", "don't"); hyphens split words so "thirty-four" meets "thirty four".
+_WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _SPEAKER_RE = re.compile(r"^\s*([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2})\s*:\s+(.*)$")
 _BRACKET_RE = re.compile(r"^\s*\[([^\]]{1,80})\]\s*(.*)$")
 _DATE_LINE_RE = re.compile(r"^\s*(?:session\s+)?date(?:[ _-]?time)?\s*[:=]\s*(.+)$", re.I)
@@ -64,6 +88,9 @@ _HAS_DATE_RE = re.compile(r"\b(?:19|20)\d\d\b|\b\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}\
                           r"\b\d{1,2}(?:st|nd|rd|th)? (?:%s)\b|\b(?:%s) \d{1,2}\b"
                           % (("|".join(m[:3] + r"[a-z]*" for m in MONTHS),) * 2), re.I)
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+# Titles and abbreviations whose full stop does not end a sentence ("Mrs. Abernathy").
+_ABBREV_END_RE = re.compile(r"(?:^|\s)(?:mr|mrs|ms|dr|prof|st|sr|jr|mt|vs|etc|approx)\.$",
+                            re.I)
 _SESSION_HEADER_RE = re.compile(r"^\s*(?:session\b|[—–-]\s|$)", re.I)
 
 
@@ -101,6 +128,8 @@ def stem(word: str) -> str:
             break
     if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouls":
         w = w[:-1]  # "shopp" -> "shop", "swimm" -> "swim"
+    elif len(w) > 3 and w[-1] == "e" and w[-2] not in "aeiou":
+        w = w[:-1]  # "charge"/"charging" -> "charg", "bake"/"baked" -> "bak"
     return w
 
 
@@ -125,8 +154,16 @@ def query_terms(question: str) -> set[str]:
 
 def split_sentences(text: str) -> list[str]:
     """Split a paragraph into sentences at . ! ? followed by a capital; never returns blanks."""
-    parts = _SENTENCE_END_RE.split(text.strip())
-    return [p.strip() for p in parts if p.strip()]
+    out: list[str] = []
+    for part in _SENTENCE_END_RE.split(text.strip()):
+        part = part.strip()
+        if not part:
+            continue
+        if out and _ABBREV_END_RE.search(out[-1]):
+            out[-1] = f"{out[-1]} {part}"
+        else:
+            out.append(part)
+    return out
 
 
 def marker_date(line: str) -> str | None:
@@ -277,7 +314,8 @@ def salient_sentences(text: str, k: int, max_chars: int) -> list[str]:
 
     def score(item: tuple[int, str, set[str]]) -> float:
         terms = item[2]
-        return sum(weight[t] for t in terms) / math.sqrt(len(terms) + 1.0)
+        # fsum: exact, so the result does not depend on the set's (hash-seeded) order.
+        return math.fsum(weight[t] for t in terms) / math.sqrt(len(terms) + 1.0)
 
     best = sorted(items, key=lambda it: (-score(it), it[0]))[:k]
     chosen, used = [], 0

@@ -17,6 +17,7 @@ first FALLBACK_CHARS characters of the text.
 """
 from __future__ import annotations
 
+import math
 import re
 
 from mstar.offline.text import (idf_weights, marker_date, query_terms, split_sentences,
@@ -82,7 +83,8 @@ def query_focused_extract(query: str, text: str, max_chars: int = MAX_CHARS) -> 
         speaker, body = split_speaker(strip_marker(piece))
         bags.append(content_set(body) | ({stem(speaker.lower())} if speaker else set()))
     idf = idf_weights(bags)
-    scores = [len(terms & bag) + 0.01 * sum(idf[t] for t in terms & bag) for bag in bags]
+    # fsum: exact, so ties do not depend on the set's (hash-seeded) iteration order.
+    scores = [len(terms & bag) + 0.01 * math.fsum(idf[t] for t in terms & bag) for bag in bags]
     ranked = sorted((k for k in range(len(pieces)) if scores[k] > 0),
                     key=lambda k: (-scores[k], k))
     if not ranked:
