@@ -43,6 +43,14 @@ METHOD_PARAMS: dict[str, tuple[str, ...]] = {
 }
 
 ALLOWED_FIELD_TYPES = ("str", "int", "float", "bool", "list[str]", "Optional[str]")
+
+# Size caps. The constants, descriptions and defaults go into every task-agent prompt (and the
+# schema crosses the sandbox pipe), so an unbounded one would bypass the read() output cap and
+# multiply the engine's LLM cost; real programs stay far below these.
+MAX_CONSTANT_CHARS = 10_000
+MAX_DESCRIPTION_CHARS = 2_000
+MAX_DEFAULT_JSON_CHARS = 2_000
+MAX_FIELDS = 40
 _TYPES_HINT = "use str, int, float, bool, list[str] or Optional[str]"
 
 DEFAULT_ALLOWED_IMPORTS = (
@@ -328,12 +336,13 @@ def check_interface(tree: ast.Module) -> list[Violation]:
 _SAFE_FACTORIES = (list, dict, str, int, float, bool, tuple)
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: Any) -> tuple[Any, int]:
+    """(value if it is plain JSON else None, size of its JSON text)."""
     try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return None
-    return value
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return None, 0
+    return value, len(text)
 
 
 class ContractError(ValueError):
@@ -372,6 +381,8 @@ def inspect_dataclass(cls: type) -> tuple[list[FieldSpec], list[Violation]]:
             violations.append(Violation("field_type", f"{where}: type {shown} is not "
                                         f"JSON-compatible; {_TYPES_HINT}"))
         description = f.metadata.get("description") if f.metadata else None
+        if isinstance(description, str):
+            description = str.__str__(description)  # the characters, not a subclass's methods
         if not isinstance(description, str) or not description.strip():
             violations.append(Violation(
                 "missing_description",
@@ -381,14 +392,25 @@ def inspect_dataclass(cls: type) -> tuple[list[FieldSpec], list[Violation]]:
         if f.name.startswith("_"):
             violations.append(Violation("field_name", f"{where}: field names must not start "
                                         "with '_' (the task agent fills every field by name)"))
+        if len(description) > MAX_DESCRIPTION_CHARS:
+            violations.append(Violation("description_too_long", f"{where}: the description has "
+                                        f"{len(description)} characters; the limit is "
+                                        f"{MAX_DESCRIPTION_CHARS}"))
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        default = None
+        default, size = None, 0
         if f.default is not dataclasses.MISSING:
-            default = _json_default(f.default)
+            default, size = _json_default(f.default)
         elif f.default_factory in _SAFE_FACTORIES:
-            default = _json_default(f.default_factory())
+            default, size = _json_default(f.default_factory())
+        if size > MAX_DEFAULT_JSON_CHARS:
+            violations.append(Violation("default_too_large", f"{where}: the default is {size} "
+                                        f"characters as JSON; the limit is {MAX_DEFAULT_JSON_CHARS}"))
+            default = None
         specs.append(FieldSpec(name=f.name, type=type_name or "str", description=description,
                                default=default, required=required))
+    if len(specs) > MAX_FIELDS:
+        violations.append(Violation("too_many_fields", f"{name} has {len(specs)} fields; the "
+                                    f"limit is {MAX_FIELDS}"))
     if not specs:
         violations.append(Violation("no_fields", f"{name} has no fields the task agent can fill; "
                                     'add e.g. text: str = field(default="", metadata='

@@ -4,7 +4,18 @@
 
 The toolkit LLM is served locally and deterministically: by the offline toolkit model
 (mstar.offline.toolkit_model) when it is installed, otherwise by echoing the last 500
-characters of the prompt. Exit status 0 only if every gate passes.
+characters of the prompt.
+
+Output (`--json` prints the same as one JSON object): `ok`; `stage` -- the stage that failed
+(static, compile, import, init, write, read) or "ok"; `error` -- "[stage/gate/rule] line N:
+message" or null; `verdict` -- the same, as fields; `read_outputs`; `logs` -- logger.debug and
+print lines, each prefixed with its window ("[load]", "[write#0]", "[read#1]"); `llm_calls` --
+the toolkit LLM calls the engine served, each with its `window`, `messages` and `reply` or
+`error`; `llm_refused` -- per window, calls the engine refused as over the budget (calls during
+import/__init__ are always refused); `layers` -- the isolation layers that were active;
+`seconds`.
+
+Exit status: 0 every gate passed; 1 a gate failed; 2 bad usage or an unreadable file.
 """
 from __future__ import annotations
 
@@ -42,6 +53,8 @@ def render_text(report: GateReport, llm_name: str) -> str:
         size = sum(len(m.get("content") or "") for m in call["messages"])
         outcome = f"error: {call['error']}" if "error" in call else f"reply: {call.get('reply', '')!r}"
         lines.append(f"- {call['window']}: {len(call['messages'])} message(s), {size} chars; {outcome}")
+    for refused in report.llm_refused:
+        lines.append(f"- {refused['window']}: {refused['count']} more call(s) refused (over the per-op budget)")
     return "\n".join(lines)
 
 
@@ -64,7 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     llm, llm_name = local_toolkit_llm()
     report = run_gates(source, allowed_imports=allowed, limits=SandboxLimits(call_timeout_s=args.timeout),
                        llm=llm)
-    print(report.to_json(indent=2) if args.json else render_text(report, llm_name))
+    try:
+        print(report.to_json(indent=2) if args.json else render_text(report, llm_name))
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. piped into `head`: the verdict is still the exit status
+        sys.stdout = None  # nothing more can be written; keep the interpreter from retrying
     return 0 if report.ok else 1
 
 

@@ -8,7 +8,8 @@
 
 `run_gates` returns a `GateReport` whatever happens (it never raises for a bad program):
 `ok`, the failing `stage`, an `error` text the reflector can act on, the full `verdict`,
-what the reads returned, logs and toolkit LLM calls labelled by window ("write#0", "read#1").
+what the reads returned, logs and toolkit LLM calls labelled by window ("write#0", "read#1"),
+and per window how many calls the engine refused as over budget (`llm_refused`).
 """
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ class GateReport:
     read_outputs: list[str] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
     llm_calls: list[dict] = field(default_factory=list)   # window, messages (previews), reply|error
+    llm_refused: list[dict] = field(default_factory=list)  # window, count: calls the engine refused
     layers: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -145,6 +147,11 @@ def run_gates(source: str, *, allowed_imports: Sequence[str], limits: SandboxLim
     def add_logs(label: str, lines: list[str]) -> None:
         report.logs.extend(f"[{label}] {line}" for line in lines)
 
+    def add_refused(label: str, result: Any) -> None:
+        count = getattr(result, "llm_refused", 0)
+        if count:  # over the per-op budget: the program got an exception, the LLM never saw them
+            report.llm_refused.append({"window": label, "count": int(count)})
+
     session = ProgramSession(source, allowed_imports=allowed_imports, limits=limits, llm=recording_llm)
     try:
         info = session.start()
@@ -155,10 +162,12 @@ def run_gates(source: str, *, allowed_imports: Sequence[str], limits: SandboxLim
             window[0] = f"write#{i}"
             result = session.write(mock_item(info.knowledge_item_schema, snippet, i), snippet["text"])
             add_logs(window[0], result.logs)
+            add_refused(window[0], result)
         for i in range(reads):
             window[0] = f"read#{i}"
             result = session.read(mock_query(info.query_schema, MOCK_QUESTIONS[i % len(MOCK_QUESTIONS)], i))
             add_logs(window[0], result.logs)
+            add_refused(window[0], result)
             output = result.output
             # The session checks these too; the gate states the contract on its own.
             if type(output) is not str or len(output) > limits.read_max_chars:

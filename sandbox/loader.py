@@ -1,8 +1,9 @@
 """Program source -> checked, loaded classes (runs inside the worker process).
 
     load_program = source checks -> parse -> static gate + interface check
-                   -> restricted compile -> exec in a fresh guarded namespace
-                   -> runtime contract check (classes, methods, constants, schemas)
+                   -> drop `from __future__` imports -> restricted compile
+                   -> exec in a fresh guarded namespace
+                   -> runtime contract check (classes, methods, constants, schemas, sizes)
 
 Every refusal is a `ProgramRejected` carrying stage ("static" | "compile" |
 "import"), gate, rule, message and line, so the reflector and the user read the
@@ -137,8 +138,12 @@ def _runtime_contract(ns, globals_: dict) -> tuple[dict[str, str], list[list[Fie
         if not isinstance(value, str):
             violations.append(Violation("constant_not_str", f"{name} must be a str after import, "
                                         f"got {type(value).__name__}"))
+        elif len(str.__str__(value)) > contract.MAX_CONSTANT_CHARS:
+            violations.append(Violation("constant_too_long", f"{name} has {len(str.__str__(value))} "
+                                        f"characters; the limit is {contract.MAX_CONSTANT_CHARS} "
+                                        "(it goes into every prompt)"))
         else:
-            constants[name] = str(value)
+            constants[name] = str.__str__(value)  # a str subclass's __str__ is program code
     schemas = []
     for name in contract.DATACLASS_NAMES:
         specs, found = (contract.inspect_dataclass(classes[name])
@@ -159,13 +164,19 @@ def load_program(source: str, allowed_imports: Sequence[str], *, log: Callable[[
     """
     allowed_imports = tuple(allowed_imports)
     tree = _static_checks(source, allowed_imports, max_source_bytes)
+    future = static_gate.strip_future_imports(tree)
     code = _compile(tree)
     ns = build_namespace(allowed_imports, log)
     try:
         exec(code, ns.globals)
     except BaseException as exc:  # SystemExit/KeyboardInterrupt from a program are failures too
+        hint = ""
+        if isinstance(exc, NameError) and "annotations" in future:
+            hint = ("; note: `from __future__ import annotations` is ignored in the sandbox, so "
+                    "annotations are evaluated when the class is created -- define a class "
+                    "before annotating with it, or use a plainer type")
         raise ProgramRejected("import", "import", type(exc).__name__,
-                              f"{type(exc).__name__} while executing the module: {exc}",
+                              f"{type(exc).__name__} while executing the module: {exc}{hint}",
                               _program_line(exc.__traceback__)) from None
     constants, (item_specs, query_specs) = _runtime_contract(ns, ns.globals)
     return LoadedProgram(

@@ -6,7 +6,8 @@ One `ProgramNamespace` per loaded program. The restricted compiler
 on; this module supplies those hooks. The rules they enforce:
 
 - reads (`_getattr_`, `getattr`, `hasattr`): no `__dunder__` attributes (except
-  `__name__`, and the safe special methods of the program's own objects), one
+  `__name__` when a str, `__class__` where type() would answer, `__dict__` of the
+  program's own instances, and the safe special methods of the program's own objects), one
   leading underscore only on the program's own objects, no frame/code/generator
   internals, no `AttributeError.obj`, never a module object as a result, and
   `str.format`/`format_map` only with plain field names (no `{0.__class__}`);
@@ -57,9 +58,9 @@ SAFE_BASES = frozenset({object, dict, list, set, frozenset, tuple, str, int, flo
                         collections.Counter, collections.defaultdict, collections.OrderedDict,
                         collections.deque})
 
-# Names the class machinery itself puts into a class namespace.
+# Names the class machinery itself puts into a class namespace, and `__slots__`.
 _CLASS_INTERNALS = frozenset({"__module__", "__qualname__", "__annotations__", "__doc__",
-                              "__classcell__"})
+                              "__classcell__", "__slots__"})
 
 _NAMEDTUPLE_ATTRS = frozenset({"_asdict", "_replace", "_fields", "_make", "_field_defaults"})
 
@@ -74,7 +75,15 @@ _EXTRA_BUILTINS = {
     "super": super, "ascii": ascii, "bin": bin, "NotImplemented": NotImplemented,
     "RecursionError": RecursionError, "TimeoutError": TimeoutError,
     "ModuleNotFoundError": ModuleNotFoundError, "StopIteration": StopIteration,
+    "dir": dir,  # names only; every lookup still goes through the guards
 }
+# Exception classes programs name in `except` clauses; missing ones turn a handled error into
+# a NameError. ExceptionGroup stays out (RestrictedPython 8.0 dropped it with try/except*).
+_EXTRA_BUILTINS.update({cls.__name__: cls for cls in (
+    FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError,
+    InterruptedError, BlockingIOError, ChildProcessError, ProcessLookupError, ConnectionError,
+    BrokenPipeError, ConnectionAbortedError, ConnectionRefusedError, ConnectionResetError,
+    StopAsyncIteration, ResourceWarning, EncodingWarning)})
 
 
 @dataclass
@@ -150,8 +159,13 @@ def build_namespace(allowed_imports: Sequence[str], log: Callable[[str], None],
         if name in INSPECT_ATTRIBUTES:
             raise AttributeError(f'"{name}" is a restricted name (frame/code introspection)')
         if name.startswith("__"):
+            if name == "__dict__":
+                if is_program(type(obj)) and not isinstance(obj, type):
+                    return  # the instance's own attributes, nothing more
+                raise AttributeError('"__dict__" is readable only on instances of the program\'s '
+                                     "own classes")
             if name in READABLE_DUNDER_ATTRS:
-                return
+                return  # the value is checked in guarded_getattr
             if name in SAFE_DUNDER_METHODS:
                 if is_program_object(obj):
                     return
@@ -172,7 +186,15 @@ def build_namespace(allowed_imports: Sequence[str], log: Callable[[str], None],
     def guarded_getattr(obj: Any, name: str, default: Any = _MISSING) -> Any:
         if type(name) is not str:
             raise TypeError(f"attribute name must be str, not {type(name).__name__}")
-        check_readable(obj, name)
+        try:
+            check_readable(obj, name)
+        except AttributeError:
+            # `getattr(self, "_cache", None)` before the first assignment is a common lazy-init
+            # idiom: a refused one-underscore name then behaves as a missing one. Nothing leaks,
+            # the default is the caller's own value. Dunder and frame names still raise.
+            if default is not _MISSING and name.startswith("_") and not name.startswith("__"):
+                return default
+            raise
         if name in ("format", "format_map") and (
                 isinstance(obj, str) or (isinstance(obj, type) and issubclass(obj, str))):
             return _safe_format_method(obj if isinstance(obj, str) else None, name)
@@ -186,8 +208,13 @@ def build_namespace(allowed_imports: Sequence[str], log: Callable[[str], None],
                               types.CodeType)):
             raise AttributeError(f"{name!r} refers to a {type(value).__name__} object, which "
                                  "memory programs cannot use")
-        if name in READABLE_DUNDER_ATTRS and not isinstance(value, str):
-            raise AttributeError(f'"{name}" is readable only when it is a str')
+        if name == "__class__" and not type_visible(value):
+            raise AttributeError(f'"__class__" of a {type(obj).__name__} object is not available '
+                                 "to memory programs; use isinstance()")
+        if name == "__name__" and not isinstance(value, str):
+            raise AttributeError('"__name__" is readable only when it is a str')
+        if name == "__dict__" and type(value) is not dict:
+            raise AttributeError('"__dict__" is readable only when it is a plain dict')
         return value
 
     def guarded_hasattr(obj: Any, name: str) -> bool:
@@ -272,13 +299,18 @@ def build_namespace(allowed_imports: Sequence[str], log: Callable[[str], None],
         ns.program_classes.add(cls)
         return cls
 
+    def type_visible(cls: Any) -> bool:
+        """May a program hold this class (from type(x) or x.__class__)?"""
+        return isinstance(cls, type) and (
+            is_program(cls) or issubclass(cls, BaseException) or cls in exported_types
+            or (cls.__module__ == "builtins" and not issubclass(cls, type))
+            or (issubclass(cls, tuple) and hasattr(cls, "_fields")))
+
     def guarded_type(*args: Any) -> type:
         if len(args) != 1:
             raise TypeError("type() with 3 arguments is not available; use a class statement")
         cls = type(args[0])
-        if is_program(cls) or issubclass(cls, BaseException) or cls in exported_types or \
-                (cls.__module__ == "builtins" and not issubclass(cls, type)) or \
-                (issubclass(cls, tuple) and hasattr(cls, "_fields")):
+        if type_visible(cls):
             return cls
         raise TypeError(f"type() of a {cls.__name__} object is not available to memory "
                         "programs; use isinstance()")

@@ -11,6 +11,7 @@ export) and the import hook (which checks `fromlist` too).
 """
 from __future__ import annotations
 
+import _strptime  # noqa: F401 -- loaded for datetime.strptime, see HOST_INTERNAL_IMPORTS
 import collections
 import dataclasses
 import datetime
@@ -22,6 +23,7 @@ import json
 import math
 import re
 import sqlite3
+import sys
 import textwrap
 import types
 import typing
@@ -37,16 +39,25 @@ CURATED_EXPORTS: dict[str, tuple[str, ...]] = {
     "math": tuple(n for n in dir(math) if not n.startswith("_")),
     # pbkdf2_hmac / scrypt are left out on purpose: seconds of uninterruptible C work.
     "hashlib": ("md5", "sha1", "sha224", "sha256", "sha384", "sha512", "sha3_224", "sha3_256",
-                "sha3_384", "sha3_512", "blake2b", "blake2s", "shake_128", "shake_256"),
+                "sha3_384", "sha3_512", "blake2b", "blake2s", "shake_128", "shake_256", "new",
+                "algorithms_guaranteed"),
     "collections": ("Counter", "defaultdict", "OrderedDict", "deque", "namedtuple", "ChainMap"),
     "dataclasses": ("dataclass", "field", "fields", "asdict", "astuple", "replace",
-                    "is_dataclass", "MISSING"),
-    # No get_type_hints / ForwardRef / NamedTuple: they evaluate strings outside the guards.
+                    "is_dataclass", "MISSING", "InitVar", "KW_ONLY", "FrozenInstanceError"),
+    # No get_type_hints / ForwardRef / NamedTuple / TypedDict: they evaluate strings outside the
+    # guards or build classes through their own metaclass. No decorators that write attributes
+    # or registries (final, overload, no_type_check). The rest are inert type expressions that
+    # real programs import for annotations.
     "typing": ("Any", "Dict", "List", "Optional", "Tuple", "Set", "FrozenSet", "Union",
                "Callable", "Iterable", "Iterator", "Sequence", "Mapping", "DefaultDict",
-               "Literal", "cast", "TYPE_CHECKING"),
+               "Literal", "cast", "TYPE_CHECKING", "ClassVar", "Type", "Generator", "Counter",
+               "Deque", "OrderedDict", "ChainMap", "Final", "Text", "NoReturn", "Hashable",
+               "Collection", "Container", "Sized", "Reversible", "MutableMapping",
+               "MutableSequence", "MutableSet", "AbstractSet", "KeysView", "ValuesView",
+               "ItemsView", "Pattern", "Match", "Annotated", "TypeVar", "AnyStr",
+               "SupportsInt", "SupportsFloat"),
     "datetime": ("date", "datetime", "time", "timedelta", "timezone", "UTC", "MINYEAR", "MAXYEAR"),
-    "textwrap": ("wrap", "fill", "shorten", "dedent", "indent"),
+    "textwrap": ("wrap", "fill", "shorten", "dedent", "indent", "TextWrapper"),
     "sqlite3": ("Error", "Warning", "DatabaseError", "IntegrityError", "OperationalError",
                 "ProgrammingError", "InterfaceError", "DataError", "NotSupportedError",
                 "InternalError", "Row"),
@@ -66,6 +77,16 @@ NEVER_ALLOWED = frozenset({
     "types", "pty", "resource", "fcntl", "tempfile", "pathlib", "glob", "traceback", "weakref",
     "copyreg", "atexit", "faulthandler", "sysconfig", "site", "zipimport", "mmap",
 })
+
+# Modules that C functions import through the *calling frame's* `__import__` (CPython's
+# PyImport_Import): datetime.strptime -> _strptime; strftime, date.today(), f"{d:%Y}" -> time.
+# When the caller is program code, that is our hook. PyImport_Import discards what __import__
+# returns and takes the module from sys.modules, so the hook returns None for these: the C
+# code works, the program never holds the module. They must be loaded already (the worker
+# preloads them; after its uid drop the interpreter's files may be unreadable). A program's
+# own `import time` is refused statically, or -- inside `try/except ImportError` -- by the
+# hook, which tells C callers apart by the empty *list* they pass as fromlist.
+HOST_INTERNAL_IMPORTS = frozenset({"_strptime", "time"})
 
 # Modules whose proxy is built without importing them (chromadb costs ~1 s to import).
 _LOADED = {
@@ -198,6 +219,10 @@ def make_import_hook(proxies: dict[str, ModuleProxy]) -> Callable[..., ModulePro
         if level != 0:
             raise ImportError("relative imports are not allowed in memory programs")
         proxy = proxies.get(name)
+        if proxy is None and name in HOST_INTERNAL_IMPORTS and name in sys.modules \
+                and type(fromlist) is list and not fromlist:
+            # Program import statements pass None or a tuple, never a list.
+            return None  # for C code (see HOST_INTERNAL_IMPORTS); nothing for the program
         if proxy is None:
             raise ImportError(f"import of {name!r} is not allowed; allowed modules: {allowed}")
         offered = set(dir(proxy))

@@ -10,7 +10,12 @@ real memory program does, so this subclass (sandbox spec, section 2):
   (`_augattr_` / `_augitem_`), so the target is evaluated once;
 - accepts names and attributes with ONE leading underscore (`self._index`,
   `def _tokenize`), while names starting with `__` stay refused, except defining
-  a short list of harmless special methods and reading `__name__`;
+  a list of harmless special methods, reading `__name__`, `__class__` and
+  `__dict__` (the runtime guard decides on which objects), and `__slots__` in a
+  class body; class-private names (`self.__cache`, `def __helper`) are mangled
+  first, exactly as CPython would (`_Class__cache`), so they are plain
+  one-underscore names by the time the policy looks at them;
+- accepts `nonlocal` (it only rebinds a variable of an enclosing program function);
 - reserves every name that starts and ends with `_` (the guard hooks) plus RP's
   own temporaries, so a program can never rebind a guard;
 - erases annotations from function signatures (they are never needed at run
@@ -37,13 +42,25 @@ FILENAME = "<program>"  # the worker finds program lines by the "<program" prefi
 # Special methods a program class may define. Never: __getattr__, __getattribute__,
 # __setattr__, __delattr__, __del__, __reduce__, __reduce_ex__, __format__,
 # __init_subclass__, __class_getitem__, __new__, __set_name__, descriptors.
+# Each is called by the interpreter with program objects and plain values only; `__exit__`
+# receives a traceback, whose frame attributes the runtime guard refuses like any other.
 SAFE_DUNDER_METHODS = frozenset({
     "__init__", "__post_init__", "__repr__", "__str__", "__len__", "__contains__",
-    "__iter__", "__next__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
-    "__hash__", "__bool__", "__getitem__",
+    "__iter__", "__next__", "__reversed__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__",
+    "__ge__", "__hash__", "__bool__", "__getitem__", "__setitem__", "__delitem__", "__missing__",
+    "__call__", "__enter__", "__exit__",
+    "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__mul__", "__rmul__",
+    "__imul__", "__truediv__", "__rtruediv__", "__floordiv__", "__mod__", "__neg__", "__pos__",
+    "__abs__", "__and__", "__or__", "__xor__", "__invert__", "__int__", "__float__", "__round__",
 })
-# Dunder attributes a program may read (the guard checks the value is a str).
-READABLE_DUNDER_ATTRS = frozenset({"__name__"})
+# Dunder attributes a program may read. The runtime guard (sandbox.namespace) decides per
+# object: `__name__` only when it is a str, `__class__` only where type() would answer, and
+# `__dict__` only on instances of the program's own classes.
+READABLE_DUNDER_ATTRS = frozenset({"__name__", "__class__", "__dict__"})
+# Dunder names a program may use as plain names: the module name (read).
+READABLE_DUNDER_NAMES = frozenset({"__name__"})
+# Module-level metadata a program may assign (nothing reads them).
+MODULE_METADATA_NAMES = frozenset({"__all__", "__version__", "__author__"})
 
 # Hooks (`_getattr_`, `_write_`, `_augattr_`, ...) start and end with "_";
 # RP's own temporaries are `_tmpN` and `_print`.
@@ -87,9 +104,20 @@ class MemoryProgramPolicy(RestrictingNodeTransformer):
             self.error(node, f'"{name}" is a reserved name')
 
     def visit_Name(self, node):
-        if node.id in READABLE_DUNDER_ATTRS and isinstance(node.ctx, ast.Load):
+        if node.id in READABLE_DUNDER_NAMES and isinstance(node.ctx, ast.Load):
             return node  # `__name__` is the program's module name, a plain str
+        if node.id == "__slots__" and isinstance(node.ctx, ast.Store) and self._scopes[-1:] == ["class"]:
+            return node  # `__slots__ = (...)` in a class body: names of the program's own attributes
+        if node.id in MODULE_METADATA_NAMES and isinstance(node.ctx, ast.Store) and not self._scopes:
+            return node  # `__all__ = [...]`, `__version__ = "1.2"` at module level: plain data
         return super().visit_Name(node)
+
+    def visit_Nonlocal(self, node):
+        # RestrictedPython refuses `nonlocal` wholesale; it is harmless here (an enclosing
+        # program function's variable), so only the names are checked (no guard names).
+        for name in node.names:
+            self.check_name(node, name)
+        return node
 
     def _check_attr(self, node, attr, ctx):
         if attr.startswith("__"):
@@ -220,6 +248,48 @@ def _slice_as_value(node):
     return node
 
 
+def _mangled(name: str, class_name: str | None) -> str:
+    """CPython's private-name mangling (`__x` in class C -> `_C__x`)."""
+    if not class_name or not name.startswith("__") or name.endswith("__") or "." in name:
+        return name
+    stripped = class_name.lstrip("_")
+    return f"_{stripped}{name}" if stripped else name
+
+
+def mangle_private_names(tree: ast.AST) -> None:
+    """Apply private-name mangling to the tree, in place, as the compiler would.
+
+    The restricted compiler turns `self.__cache` into `_getattr_(self, "__cache")`: a string,
+    which the compiler no longer mangles, so reads would miss what `self.__cache = x` stored.
+    Mangling first keeps Python's semantics and leaves one-underscore names for the policy.
+    """
+    def visit(node: ast.AST, cls: str | None) -> None:
+        if isinstance(node, ast.ClassDef):
+            original = node.name
+            node.name = _mangled(node.name, cls)
+            for child in [*node.decorator_list, *node.bases, *node.keywords]:
+                visit(child, cls)
+            for stmt in node.body:
+                visit(stmt, original)
+            return
+        if isinstance(node, ast.Name):
+            node.id = _mangled(node.id, cls)
+        elif isinstance(node, ast.Attribute):
+            node.attr = _mangled(node.attr, cls)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.name = _mangled(node.name, cls)
+        elif isinstance(node, ast.arg):
+            node.arg = _mangled(node.arg, cls)
+        elif isinstance(node, ast.keyword) and node.arg:
+            node.arg = _mangled(node.arg, cls)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            node.names = [_mangled(n, cls) for n in node.names]
+        for child in ast.iter_child_nodes(node):
+            visit(child, cls)
+
+    visit(tree, None)
+
+
 def compile_program(tree: ast.Module, filename: str = FILENAME) -> types.CodeType:
     """Apply the policy to `tree` (mutated) and compile it without inherited future flags.
 
@@ -228,6 +298,7 @@ def compile_program(tree: ast.Module, filename: str = FILENAME) -> types.CodeTyp
     """
     policy = MemoryProgramPolicy()
     try:
+        mangle_private_names(tree)
         tree = policy.visit(tree)
     except RecursionError:
         raise PolicyError([(None, "the program is nested too deeply to check")]) from None

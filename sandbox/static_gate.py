@@ -3,8 +3,13 @@
 Checks (sandbox spec L1):
 - the source itself: size cap, no NUL bytes;
 - imports: `import M` with M exactly an allowed module (no dotted submodules),
-  `from M import n` with n in that module's proxy allowlist, no relative or
-  `__future__` imports -- anywhere in the tree, imports inside functions too;
+  `from M import n` with n in that module's proxy allowlist, no relative imports
+  -- anywhere in the tree, imports inside functions too; the one exception is an
+  optional import of a pure-computation library (numpy, heapq, ...; OPTIONAL_IMPORTS)
+  guarded by `try/except ImportError`: the import hook refuses it at run time and
+  the program's fallback runs; `from __future__ import
+  annotations` (and the Python 2 no-ops) is accepted and then removed from the tree
+  by `strip_future_imports`, so annotations stay real objects for dataclasses;
   `M.attr` on an imported module must name an export too (`typing.sys` fails here);
 - denied names (`eval`, `open`, `__import__`, ...) as names, definitions or import aliases;
 - annotation shapes: names, non-underscore attributes, subscripts, tuples, None,
@@ -23,6 +28,15 @@ from mstar.contract import Violation
 from sandbox.proxies import NEVER_ALLOWED, module_exports
 
 DEFAULT_MAX_SOURCE_BYTES = 65_536
+
+# `from __future__ import X` features a program may name. `annotations` is what real models
+# write; the rest are no-ops on Python 3. All are removed before compiling (see
+# strip_future_imports): PEP 563 would turn every annotation into a string, which dataclasses
+# and typing then evaluate outside the guards.
+ACCEPTED_FUTURE_FEATURES = frozenset({
+    "annotations", "print_function", "division", "absolute_import", "unicode_literals",
+    "generators", "nested_scopes", "with_statement", "generator_stop",
+})
 
 DENIED_NAMES = frozenset({
     "eval", "exec", "compile", "open", "globals", "locals", "vars", "breakpoint", "input",
@@ -72,12 +86,69 @@ def _unavailable(module: str, line: int) -> Violation:
                      line, "imports")
 
 
+_IMPORT_ERROR_NAMES = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    kinds = handler.type
+    if kinds is None:  # bare except:
+        return True
+    names = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+    return any(isinstance(n, ast.Name) and n.id in _IMPORT_ERROR_NAMES for n in names)
+
+
+def _optional_imports(tree: ast.Module) -> set[int]:
+    """ids of import nodes run directly in a `try:` body whose handlers catch ImportError.
+
+    Real programs write `try: import numpy as np / except ImportError: np = None`. The import
+    hook refuses such a module at run time with ImportError (it serves proxies only), so the
+    fallback branch runs; refusing the program statically would only be over-blocking. Imports
+    inside functions defined in the try body are not guarded by it, so they are not included.
+    """
+    found: set[int] = set()
+
+    def collect(node: ast.AST) -> None:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.add(id(node))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return
+        for child in ast.iter_child_nodes(node):
+            collect(child)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(_catches_import_error(h) for h in node.handlers):
+            for stmt in node.body:
+                collect(stmt)
+    return found
+
+
+# Pure-computation libraries that real programs import inside `try/except ImportError` with a
+# fallback. Only these may be named by a guarded import (the hook still refuses them at run
+# time unless configured); anything else -- os, socket, urllib, requests -- stays a static
+# refusal, guard or not.
+OPTIONAL_IMPORTS = frozenset({
+    "numpy", "scipy", "sklearn", "nltk", "rank_bm25", "rapidfuzz", "Levenshtein", "jellyfish",
+    "heapq", "itertools", "bisect", "statistics", "difflib", "unicodedata", "random", "time",
+    "_strptime",
+})
+
+
+def _optional_module(name: str, guarded: bool) -> bool:
+    """May a guarded import name this module without a static refusal? See OPTIONAL_IMPORTS."""
+    top = name.split(".")[0]
+    return guarded and top in OPTIONAL_IMPORTS and top not in NEVER_ALLOWED
+
+
 def _check_imports(tree: ast.Module, allowed: Sequence[str]) -> Iterable[Violation]:
     allowed_set = set(allowed)
     listed = ", ".join(allowed)
+    optional = _optional_imports(tree)
     for node in ast.walk(tree):
+        guarded = id(node) in optional
         if isinstance(node, ast.Import):
             for alias in node.names:
+                if alias.name not in allowed_set and _optional_module(alias.name, guarded):
+                    continue  # refused at run time with ImportError, which the program handles
                 if alias.name not in allowed_set:
                     hint = (f"import the top-level module {alias.name.split('.')[0]!r} instead"
                             if "." in alias.name else f"allowed modules: {listed}")
@@ -92,9 +163,13 @@ def _check_imports(tree: ast.Module, allowed: Sequence[str]) -> Iterable[Violati
                                 f"(from {'.' * node.level}{module} import ...)", node.lineno, "imports")
                 continue
             if module == "__future__":
-                yield Violation("future_import", "from __future__ imports are not allowed; remove "
-                                "the line (annotations must be real types, not strings)",
-                                node.lineno, "imports")
+                for alias in node.names:
+                    if alias.name not in ACCEPTED_FUTURE_FEATURES:
+                        yield Violation("future_import", f"from __future__ import {alias.name} is "
+                                        "not supported; only 'annotations' is accepted (and "
+                                        "ignored)", node.lineno, "imports")
+                continue
+            if module not in allowed_set and _optional_module(module, guarded):
                 continue
             if module not in allowed_set:
                 yield Violation("import_not_allowed", f"from {module} import ... is not allowed; "
@@ -113,6 +188,25 @@ def _check_imports(tree: ast.Module, allowed: Sequence[str]) -> Iterable[Violati
                                     f": {alias.name!r} is not available in the sandbox; {module} "
                                     f"offers: {', '.join(exports) or 'nothing'}",
                                     node.lineno, "imports")
+
+
+def strip_future_imports(tree: ast.Module) -> set[str]:
+    """Replace every `from __future__ import ...` by `pass`; return the features it named.
+
+    Without the import, annotations are evaluated when the class is created, as dataclasses
+    and our contract check need; `pass` keeps a body that held only the import valid.
+    """
+    features: set[str] = set()
+    for node in ast.walk(tree):
+        for name, value in ast.iter_fields(node):
+            if not isinstance(value, list):
+                continue
+            for i, child in enumerate(value):
+                if isinstance(child, ast.ImportFrom) and child.module == "__future__" \
+                        and not child.level:
+                    features.update(alias.name for alias in child.names)
+                    value[i] = ast.copy_location(ast.Pass(), child)
+    return features
 
 
 def _check_module_attributes(tree: ast.Module, allowed: Sequence[str]) -> Iterable[Violation]:
@@ -216,8 +310,10 @@ def annotation_problem(node: ast.AST, *, allow_strings: bool, in_literal: bool =
         return annotation_problem(node.value, allow_strings=allow_strings)
     if isinstance(node, ast.Subscript):
         head = node.value
+        # Literal["a", 1] and Annotated[T, "metadata"] hold values, not types; typing never
+        # evaluates them (only a bare string annotation goes through eval-like paths).
         literal = isinstance(head, (ast.Name, ast.Attribute)) and \
-            (head.id if isinstance(head, ast.Name) else head.attr) == "Literal"
+            (head.id if isinstance(head, ast.Name) else head.attr) in ("Literal", "Annotated")
         return (annotation_problem(head, allow_strings=allow_strings)
                 or annotation_problem(node.slice, allow_strings=allow_strings, in_literal=literal))
     if isinstance(node, (ast.Tuple, ast.List)):
@@ -235,10 +331,12 @@ def annotation_problem(node: ast.AST, *, allow_strings: bool, in_literal: bool =
 
 
 def _check_annotations(tree: ast.Module) -> Iterable[Violation]:
+    never_run = {id(n) for n in _never_evaluated_annotations(tree)}
     for node in ast.walk(tree):
         if isinstance(node, ast.AnnAssign):
-            # Variable annotations run at class/module level and reach dataclasses.
-            problem = annotation_problem(node.annotation, allow_strings=False)
+            # Variable annotations run at class/module level and reach dataclasses; those in
+            # function bodies and on `self.x: T = v` never run, so a quoted type is fine there.
+            problem = annotation_problem(node.annotation, allow_strings=id(node.annotation) in never_run)
             if problem:
                 yield Violation("annotation", f"annotation of {ast.unparse(node.target)}: "
                                 f"{problem}", node.lineno, "annotations")

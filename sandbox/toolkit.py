@@ -49,18 +49,23 @@ class OpClock:
         return time.monotonic() > self.deadline
 
 
-class LogSink:
-    """Per-op capped log capture for logger.* and print(): keep up to `cap` chars, count the rest."""
+MAX_LOG_LINES = 2000  # per op; a million empty debug lines would pass any character cap
 
-    def __init__(self, cap: int) -> None:
+
+class LogSink:
+    """Per-op capped log capture for logger.* and print(): keep up to `cap` chars and
+    MAX_LOG_LINES lines, count the rest."""
+
+    def __init__(self, cap: int, max_lines: int = MAX_LOG_LINES) -> None:
         self.cap = cap
+        self.max_lines = max_lines
         self._lines: list[str] = []
         self._used = 0
         self._dropped = 0
 
     def add(self, text: str) -> None:
         room = self.cap - self._used
-        if room <= 0:
+        if room <= 0 or len(self._lines) >= self.max_lines:
             self._dropped += 1
             return
         if len(text) > room:
@@ -71,7 +76,8 @@ class LogSink:
     def take(self) -> list[str]:
         lines = self._lines
         if self._dropped:
-            lines.append(f"[{self._dropped} more log messages dropped: per-op log cap of {self.cap} chars]")
+            cap = f"{self.max_lines} lines" if len(lines) >= self.max_lines else f"{self.cap} chars"
+            lines.append(f"[{self._dropped} more log messages dropped: per-op log cap of {cap}]")
         self._lines, self._used, self._dropped = [], 0, 0
         return lines
 

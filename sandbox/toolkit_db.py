@@ -18,10 +18,12 @@ _DENIED_ACTIONS = {
     sqlite3.SQLITE_ATTACH: "ATTACH DATABASE (VACUUM INTO attaches too)",
     sqlite3.SQLITE_DETACH: "DETACH DATABASE",
 }
+# data_version and page_size are also issued by sqlite itself when a program creates an FTS5
+# (full-text search) or R*Tree table, which memory programs do; both are harmless on :memory:.
 _ALLOWED_PRAGMAS = frozenset(
     "table_info table_xinfo table_list index_list index_info index_xinfo foreign_key_list "
     "foreign_keys user_version journal_mode synchronous cache_size case_sensitive_like "
-    "recursive_triggers busy_timeout".split()
+    "recursive_triggers busy_timeout data_version page_size".split()
 )
 _DENIED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit"})
 _PROGRESS_STEPS = 10_000

@@ -4,6 +4,7 @@ The real isolation is the worker process (tests/test_gates.py goes through it); 
 check the language layer directly: what loads, what is refused, at which stage, and why.
 """
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -162,6 +163,130 @@ label = "{} has {n} hits".format("h", n=h._bump())
     assert ns["s"].x == 5
 
 
+def test_future_annotations_strptime_and_strftime():
+    """Real programs start with `from __future__ import annotations` and parse dates with
+    strptime (CPython imports _strptime and time through the calling frame's __import__)."""
+    program, _ = load("from __future__ import annotations\n" + BASE + '''
+import datetime
+from typing import Optional
+@dataclass
+class Event:
+    when: Optional[str] = None
+    parsed: Optional[datetime.datetime] = field(default=None, init=False)
+    def __post_init__(self) -> None:
+        if self.when:
+            self.parsed = datetime.datetime.strptime(self.when, "%Y-%m-%d")
+E = Event("2023-05-08")
+DAY = E.parsed.strftime("%A %d %B")
+LABEL = f"{E.parsed:%Y/%m}"
+TODAY = datetime.date.today().year > 2000
+''')
+    ns = program.namespace
+    assert (ns["DAY"], ns["LABEL"], ns["TODAY"]) == ("Monday 08 May", "2023/05", True)
+    # Annotations are real objects (the future import was dropped), so dataclasses work and
+    # the schema sees real types.
+    assert ns["Event"].__annotations__["when"] == Optional[str]
+    assert program.knowledge_item_schema[0]["type"] == "str"
+    rej = rejection("from __future__ import annotations\n" + BASE + "\nclass Node:\n    kids: Later = None\n")
+    assert rej.rule == "NameError" and "from __future__ import annotations` is ignored" in rej.message
+
+
+def test_program_cannot_import_time_itself():
+    """`time` is served to C code only (datetime.strftime); a guarded program import fails."""
+    program, _ = load(BASE + '''
+try:
+    import time
+    GOT = "time"
+except ImportError as exc:
+    GOT = "refused: " + str(exc)
+''')
+    assert program.namespace["GOT"].startswith("refused: import of 'time' is not allowed")
+
+
+def test_python_features_real_programs_use():
+    program, logs = load(BASE + '''
+import datetime
+try:
+    import numpy as np
+except ImportError:
+    np = None
+class Store(dict):
+    __slots__ = ()
+    def __missing__(self, key):
+        return 0
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value * 2)
+class Scorer:
+    __slots__ = ("weight", "_calls")
+    def __init__(self, weight):
+        self.weight = weight
+        self._calls = 0
+    def __call__(self, x):
+        self._calls += 1
+        return x * self.weight
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        return False
+    def __repr__(self):
+        return f"{self.__class__.__name__}(weight={self.weight})"
+class Cache:
+    def __init__(self):
+        self.__items = {}
+    def __key(self, text):
+        return text.lower()
+    def put(self, text):
+        self.__items[self.__key(text)] = len(self.__items)
+        return self.__items
+    def snapshot(self):
+        return dict(self.__dict__)
+def counter():
+    n = 0
+    def bump():
+        nonlocal n
+        n += 1
+        return n
+    return bump
+store = Store()
+store["a"] = 2
+with Scorer(3) as scorer:
+    SCORED = scorer(2)
+bump = counter()
+bump()
+CACHE = Cache()
+CACHE.put("A")
+RESULT = (store["a"], store["zz"], SCORED, repr(scorer), bump(), CACHE.snapshot(), np,
+          type(scorer).__name__, FileNotFoundError.__name__, sorted(dir(Scorer(1)))[-2:])
+''')
+    assert program.namespace["RESULT"] == (4, 0, 6, "Scorer(weight=3)", 2, {"_Cache__items": {"a": 0}},
+                                           None, "Scorer", "FileNotFoundError", ["_calls", "weight"])
+
+
+def test_typing_dataclass_and_textwrap_extras():
+    program, _ = load(BASE + '''
+from typing import ClassVar, Generator, Counter as TCounter, Final, TypeVar, Annotated
+from dataclasses import InitVar, KW_ONLY
+import textwrap, hashlib
+T = TypeVar("T")
+LIMIT: Final = 3
+@dataclass
+class Cfg:
+    limit: ClassVar[int] = 5
+    seed: InitVar[int] = 0
+    _: KW_ONLY
+    name: Annotated[str, "display name"] = "x"
+    def __post_init__(self, seed):
+        self.rand = seed * 2
+def gen() -> Generator[int, None, None]:
+    yield 1
+RESULT = (Cfg(seed=2).rand, Cfg.limit, list(gen()), textwrap.TextWrapper(width=10).wrap("hello world again"),
+          hashlib.new("sha256", b"x").hexdigest()[:6])
+''')
+    assert program.namespace["RESULT"] == (4, 5, [1], ["hello", "world", "again"], "2d7116")
+    for name in ("NamedTuple", "TypedDict", "get_type_hints", "ForwardRef", "final", "overload"):
+        assert rejection(f"from typing import {name}\n" + BASE).rule == "import_name_not_allowed"
+
+
 def test_row_factory_is_the_only_writable_toolkit_attribute():
     program, _ = load(BASE.replace("self.lessons = []", '''self.lessons = []
         import sqlite3
@@ -211,17 +336,36 @@ BAD_PROGRAMS = [
      "import", "import", "AttributeError", "'codecs' is not available"),
     ("dotted import", lambda s: "import os.path\n" + s, "static", "imports", "import_not_allowed",
      "import os.path"),
-    ("future import", lambda s: "from __future__ import annotations\n" + s, "static", "imports",
-     "future_import", "__future__"),
+    ("unknown future feature", lambda s: "from __future__ import braces\n" + s, "static", "imports",
+     "future_import", "from __future__ import braces is not supported"),
+    ("guarded import os", lambda s: s.replace("self.lessons = []", "try:\n            import os\n"
+     "        except ImportError:\n            os = None\n        self.lessons = []"),
+     "static", "imports", "import_not_allowed", "import os is not allowed"),
+    ("guarded from-import of an internal", lambda s: "try:\n    from json import codecs\n"
+     "except ImportError:\n    codecs = None\n" + s, "static", "imports", "import_name_not_allowed",
+     "from json import codecs"),
+    ("__class__ of a host object", lambda s: "import json\n" + s + "\nm = json\nX = m.__class__\n",
+     "import", "import", "AttributeError", '"__class__" of a json object'),
+    ("__dict__ of a class", lambda s: s + "\nX = KnowledgeBase.__dict__\n", "import", "import",
+     "AttributeError", "only on instances of the program's own classes"),
+    ("__doc__", lambda s: s + "\nX = KnowledgeBase.__doc__\n", "static", "restricted",
+     "restricted_syntax", '"__doc__"'),
+    ("__format__ method", lambda s: s.replace("class KnowledgeBase:", "class KnowledgeBase:\n"
+     "    def __format__(self, spec):\n        return spec"), "static", "restricted",
+     "restricted_syntax", '"__format__"'),
+    ("nonlocal guard name", lambda s: s + "\ndef f():\n    def g():\n        nonlocal _getattr_\n"
+     "    return g\n", "static", "restricted", "restricted_syntax", "_getattr_"),
+    ("match statement", lambda s: s + "\nmatch 1:\n    case int(real=r):\n        pass\n", "static",
+     "restricted", "restricted_syntax", "Match statements are not allowed"),
     ("__import__", lambda s: s + "\nX = __import__('os')\n", "static", "names", "denied_name",
      "'__import__'"),
     ("eval", lambda s: s + "\nX = eval('1+1')\n", "static", "names", "denied_name", "'eval'"),
     ("open", lambda s: s.replace("self.lessons = []", "self.lessons = open('/etc/passwd')"),
      "static", "names", "denied_name", "'open'"),
     ("dunder attribute", lambda s: s + "\nX = ().__class__.__bases__\n", "static", "restricted",
-     "restricted_syntax", '"__class__"'),
-    ("dunder via getattr", lambda s: s + "\nX = getattr((), '__cla' + 'ss__')\n", "import", "import",
-     "AttributeError", '"__class__"'),
+     "restricted_syntax", '"__bases__"'),
+    ("dunder via getattr", lambda s: s + "\nX = getattr(tuple, '__ba' + 'ses__')\n", "import", "import",
+     "AttributeError", '"__bases__"'),
     ("str.format traversal", lambda s: s + "\nX = '{0.__class__}'.format(1)\n", "import", "import",
      "ValueError", "format field {0.__class__} is not allowed"),
     ("format_map traversal", lambda s: s + "\nX = '{a.real}'.format_map({'a': 1})\n", "import",
@@ -306,8 +450,8 @@ def test_runtime_guards_inside_methods():
         "        return f\"Lessons:", "        return getattr(query, query.query_text)\n        return f\"Lessons:"))
     kb = program.kb_cls(make_kit()[0])
     kb.lessons.append("x")
-    query = build_instance(program.query_cls, {"query_text": "__class__"}, program.query_schema)
-    with pytest.raises(AttributeError, match="__class__"):
+    query = build_instance(program.query_cls, {"query_text": "__reduce_ex__"}, program.query_schema)
+    with pytest.raises(AttributeError, match="__reduce_ex__"):
         kb.read(query)
     query = build_instance(program.query_cls, {"query_text": "query_text"}, program.query_schema)
     assert kb.read(query) == "query_text"

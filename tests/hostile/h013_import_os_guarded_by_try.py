@@ -1,0 +1,40 @@
+# ATTACK: try: import os / except ImportError -- hoping the guard hides the import
+# EXPECTED: rejected statically: a guard does not make os optional (only harmless modules may be)
+# outcome: static imports import_not_allowed
+# message: import os is not allowed
+# The test passes a unique marker path (in a world-writable directory) as raw_text and
+# as every str field of the item and the query; the directory must stay empty.
+from dataclasses import dataclass, field
+
+INSTRUCTION_KNOWLEDGE_ITEM = "Copy the text."
+INSTRUCTION_QUERY = "Copy the question."
+INSTRUCTION_RESPONSE = "Answer from the memory."
+ALWAYS_ON_KNOWLEDGE = ""
+
+
+@dataclass
+class KnowledgeItem:
+    text: str = field(default="", metadata={"description": "The text to remember"})
+
+
+@dataclass
+class Query:
+    question: str = field(default="", metadata={"description": "The question"})
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.toolkit = toolkit
+        self.notes = []
+
+    def write(self, item: KnowledgeItem, raw_text: str) -> None:
+        target = raw_text.strip()  # the marker path
+        try:
+            import os
+            os.system("touch " + target)
+        except ImportError:
+            pass
+
+    def read(self, query: Query) -> str:
+        target = query.question.strip()  # the marker path
+        return "notes: " + str(len(self.notes))

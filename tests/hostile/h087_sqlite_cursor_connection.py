@@ -1,0 +1,38 @@
+# ATTACK: cursor.connection to get the raw sqlite3.Connection
+# EXPECTED: contained at run time: the engine's cursor has no link back
+# outcome: write runtime exception
+# message: AttributeError
+# The test passes a unique marker path (in a world-writable directory) as raw_text and
+# as every str field of the item and the query; the directory must stay empty.
+from dataclasses import dataclass, field
+
+INSTRUCTION_KNOWLEDGE_ITEM = "Copy the text."
+INSTRUCTION_QUERY = "Copy the question."
+INSTRUCTION_RESPONSE = "Answer from the memory."
+ALWAYS_ON_KNOWLEDGE = ""
+
+
+@dataclass
+class KnowledgeItem:
+    text: str = field(default="", metadata={"description": "The text to remember"})
+
+
+@dataclass
+class Query:
+    question: str = field(default="", metadata={"description": "The question"})
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.toolkit = toolkit
+        self.notes = []
+
+    def write(self, item: KnowledgeItem, raw_text: str) -> None:
+        target = raw_text.strip()  # the marker path
+        cur = self.toolkit.db.execute("SELECT 1")
+        raw = cur.connection
+        raw.execute("ATTACH DATABASE ? AS pwn", (target,))
+
+    def read(self, query: Query) -> str:
+        target = query.question.strip()  # the marker path
+        return "notes: " + str(len(self.notes))

@@ -1,0 +1,41 @@
+# ATTACK: two toolkit LLM calls in one read()
+# EXPECTED: runs: the engine serves one call per op and refuses the second (LLMBudgetExceeded)
+# outcome: ok
+# output: second: LLMBudgetExceeded
+# The test passes a unique marker path (in a world-writable directory) as raw_text and
+# as every str field of the item and the query; the directory must stay empty.
+from dataclasses import dataclass, field
+
+INSTRUCTION_KNOWLEDGE_ITEM = "Copy the text."
+INSTRUCTION_QUERY = "Copy the question."
+INSTRUCTION_RESPONSE = "Answer from the memory."
+ALWAYS_ON_KNOWLEDGE = ""
+
+
+@dataclass
+class KnowledgeItem:
+    text: str = field(default="", metadata={"description": "The text to remember"})
+
+
+@dataclass
+class Query:
+    question: str = field(default="", metadata={"description": "The question"})
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.toolkit = toolkit
+        self.notes = []
+
+    def write(self, item: KnowledgeItem, raw_text: str) -> None:
+        target = raw_text.strip()  # the marker path
+        self.notes.append(item.text)
+
+    def read(self, query: Query) -> str:
+        target = query.question.strip()  # the marker path
+        first = self.toolkit.llm_completion([{"role": "user", "content": "one"}])
+        try:
+            self.toolkit.llm_completion([{"role": "user", "content": "two"}])
+            return "second: served"
+        except Exception as exc:
+            return "second: " + type(exc).__name__ + " / first: " + first[:20]

@@ -1,0 +1,46 @@
+# ATTACK: swallow BaseException around the refused call and retry from a generator
+# EXPECTED: runs: nothing inside the worker can buy a second call
+# outcome: ok
+# output: served 1
+# The test passes a unique marker path (in a world-writable directory) as raw_text and
+# as every str field of the item and the query; the directory must stay empty.
+from dataclasses import dataclass, field
+
+INSTRUCTION_KNOWLEDGE_ITEM = "Copy the text."
+INSTRUCTION_QUERY = "Copy the question."
+INSTRUCTION_RESPONSE = "Answer from the memory."
+ALWAYS_ON_KNOWLEDGE = ""
+
+
+@dataclass
+class KnowledgeItem:
+    text: str = field(default="", metadata={"description": "The text to remember"})
+
+
+@dataclass
+class Query:
+    question: str = field(default="", metadata={"description": "The question"})
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.toolkit = toolkit
+        self.notes = []
+
+    def write(self, item: KnowledgeItem, raw_text: str) -> None:
+        target = raw_text.strip()  # the marker path
+        self.notes.append(item.text)
+
+    def read(self, query: Query) -> str:
+        target = query.question.strip()  # the marker path
+        served = 0
+        def attempts():
+            for _ in range(20):
+                yield [{"role": "user", "content": "try"}]
+        for messages in attempts():
+            try:
+                self.toolkit.llm_completion(messages)
+                served += 1
+            except BaseException:
+                continue
+        return "served " + str(served)

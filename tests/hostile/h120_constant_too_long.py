@@ -1,0 +1,38 @@
+# ATTACK: a 3 MB ALWAYS_ON_KNOWLEDGE: goes into every answer prompt (bypasses the read cap)
+# EXPECTED: failed load: constants are capped
+# outcome: import interface constant_too_long
+# message: ALWAYS_ON_KNOWLEDGE has 3000000 characters
+# The test passes a unique marker path (in a world-writable directory) as raw_text and
+# as every str field of the item and the query; the directory must stay empty.
+from dataclasses import dataclass, field
+
+INSTRUCTION_KNOWLEDGE_ITEM = "Copy the text."
+INSTRUCTION_QUERY = "Copy the question."
+INSTRUCTION_RESPONSE = "Answer from the memory."
+ALWAYS_ON_KNOWLEDGE = ""
+
+ALWAYS_ON_KNOWLEDGE = "k" * 3_000_000
+
+
+@dataclass
+class KnowledgeItem:
+    text: str = field(default="", metadata={"description": "The text to remember"})
+
+
+@dataclass
+class Query:
+    question: str = field(default="", metadata={"description": "The question"})
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.toolkit = toolkit
+        self.notes = []
+
+    def write(self, item: KnowledgeItem, raw_text: str) -> None:
+        target = raw_text.strip()  # the marker path
+        self.notes.append(item.text)
+
+    def read(self, query: Query) -> str:
+        target = query.question.strip()  # the marker path
+        return "notes: " + str(len(self.notes))

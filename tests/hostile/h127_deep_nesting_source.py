@@ -1,0 +1,37 @@
+# ATTACK: source nested 300 brackets deep (exhaust the parser in the engine)
+# EXPECTED: refused while parsing in the worker (never parsed in the engine)
+# outcome: compile syntax syntax_error
+# The test passes a unique marker path (in a world-writable directory) as raw_text and
+# as every str field of the item and the query; the directory must stay empty.
+from dataclasses import dataclass, field
+
+INSTRUCTION_KNOWLEDGE_ITEM = "Copy the text."
+INSTRUCTION_QUERY = "Copy the question."
+INSTRUCTION_RESPONSE = "Answer from the memory."
+ALWAYS_ON_KNOWLEDGE = ""
+
+DEEP = [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]
+
+
+@dataclass
+class KnowledgeItem:
+    text: str = field(default="", metadata={"description": "The text to remember"})
+
+
+@dataclass
+class Query:
+    question: str = field(default="", metadata={"description": "The question"})
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.toolkit = toolkit
+        self.notes = []
+
+    def write(self, item: KnowledgeItem, raw_text: str) -> None:
+        target = raw_text.strip()  # the marker path
+        self.notes.append(item.text)
+
+    def read(self, query: Query) -> str:
+        target = query.question.strip()  # the marker path
+        return "notes: " + str(len(self.notes))
