@@ -1,0 +1,214 @@
+"""Score several memory programs on one task split and lay the results out like the paper's
+Table 1 / Appendix I: one row per program, one column per query category, then Overall.
+
+Every program is evaluated exactly as the evolution loop scores its final program on the test
+set (mstar.evaluate.evaluate: a fresh knowledge base, all episodes written, then the queries),
+so a baseline row and an evolved program's test score are comparable. The table is a typed
+record (`ComparisonTable`) that renders to markdown and serialises to JSON; `compare` is the
+only function here with side effects (sandbox workers and LLM calls).
+"""
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+from mstar.config import SandboxConfig
+from mstar.evaluate import evaluate
+from mstar.llm.router import LLMRouter
+from mstar.programs import load_program_source
+from mstar.tasks import QueryItem, Task
+
+# Display names and paradigms, in the paper's row order (Table 1), then the systems of our seed
+# documents. Programs not listed here (a .py path, an evolved program) keep their own name.
+PAPER_GROUPS = (
+    ("", ("no_memory",)),
+    ("Retrieval-based systems (memorising episodes)", ("vector_search", "g_memory", "mem0")),
+    ("Self-evolution systems (memorising experiences)",
+     ("trajectory_retrieval", "reasoning_bank", "dynamic_cheatsheet")),
+    ("Systems from the seed documents", ("ace", "graph_memory", "selfmem")),
+)
+LABELS = {
+    "no_memory": "No Memory", "vector_search": "Vector Search", "g_memory": "G-Memory",
+    "mem0": "Mem0", "trajectory_retrieval": "Trajectory Retrieval",
+    "reasoning_bank": "ReasoningBank", "dynamic_cheatsheet": "Dynamic Cheatsheet",
+    "ace": "ACE", "graph_memory": "GraphMemory", "selfmem": "SelfMem",
+    "llm_summarizer": "LLM Summarizer", "experience_learner": "Experience Learner",
+}
+DEFAULT_PROGRAMS = tuple(name for _, names in PAPER_GROUPS for name in names)
+OTHER_GROUP = "Other programs"
+# Column order for categories we know; any other category follows, sorted.
+CATEGORY_ORDER = ("single-hop", "multi-hop", "temporal", "open-domain", "adversarial")
+
+Progress = Callable[[dict], None]
+
+
+@dataclass
+class ProgramScore:
+    program: str                      # the name or path it was given as
+    label: str                        # display name
+    group: str                        # paradigm row group ("" for No Memory)
+    overall: float
+    per_category: dict[str, float]
+    n: int                            # queries scored
+    failed_cases: int = 0             # cases whose write/read raised
+    error: str | None = None          # the program failed as a whole (load, crash)
+    seconds: float = 0.0
+    toolkit_calls: int = 0            # toolkit LLM calls made by read()
+    llm: dict = field(default_factory=dict)   # router usage during this evaluation
+
+
+@dataclass
+class ComparisonTable:
+    task: str
+    split: str
+    metric: str
+    n: int
+    categories: list[tuple[str, int]]  # (category, number of queries), in column order
+    rows: list[ProgramScore]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["categories"] = [{"name": c, "n": k} for c, k in self.categories]
+        return d
+
+    def to_json(self, **kwargs) -> str:
+        return json.dumps(self.to_dict(), indent=kwargs.pop("indent", 2), **kwargs)
+
+    def to_markdown(self) -> str:
+        return render_markdown(self)
+
+
+# ---------------------------------------------------------------------------- pure helpers
+
+def category_columns(queries: Sequence[QueryItem]) -> list[tuple[str, int]]:
+    """(category, count) for the queries, known categories first in paper order."""
+    counts: dict[str, int] = {}
+    for q in queries:
+        key = "none" if q.category is None else str(q.category)
+        counts[key] = counts.get(key, 0) + 1
+    known = [c for c in CATEGORY_ORDER if c in counts]
+    rest = sorted(c for c in counts if c not in CATEGORY_ORDER)
+    return [(c, counts[c]) for c in known + rest]
+
+
+def label_and_group(program: str) -> tuple[str, str]:
+    """(display name, paradigm group) of a program reference."""
+    for group, names in PAPER_GROUPS:
+        if program in names:
+            return LABELS[program], group
+    return LABELS.get(program, program), OTHER_GROUP
+
+
+def _best(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def render_markdown(table: ComparisonTable) -> str:
+    """The table as GitHub markdown: best value per column in bold, paradigm header rows."""
+    cats = [c for c, _ in table.categories]
+    header = ["Method"] + [f"{c} (n={k})" for c, k in table.categories] + [f"Overall (n={table.n})"]
+    lines = [f"Task: {table.task} · split: {table.split} · metric: {table.metric}", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" + "---:|" * (len(header) - 1)]
+
+    def cell(row: ProgramScore, key: str | None) -> float | None:
+        if row.error is not None:
+            return None
+        return row.overall if key is None else row.per_category.get(key)
+
+    best = {key: _best([cell(r, key) for r in table.rows]) for key in cats + [None]}
+    group = None
+    notes = []
+    for row in table.rows:
+        if row.group != group:
+            group = row.group
+            if group:
+                lines.append("| *" + group + "* |" + " |" * (len(header) - 1))
+        values = []
+        for key in cats + [None]:
+            v = cell(row, key)
+            if v is None:
+                values.append("failed" if row.error is not None else "–")
+            else:
+                text = f"{v:.3f}"
+                bold = best[key] and v == best[key] and len(table.rows) > 1   # no bold for a best of 0
+                values.append(f"**{text}**" if bold else text)
+        lines.append("| " + row.label + " | " + " | ".join(values) + " |")
+        if row.error is not None:
+            notes.append(f"- {row.label}: failed -- {row.error}")
+        elif row.failed_cases:
+            notes.append(f"- {row.label}: {row.failed_cases} of {row.n} cases raised in write/read (scored 0)")
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+def select_queries(task: Task, split: str, limit: int | None = None) -> list[QueryItem]:
+    if split not in ("test", "validation"):
+        raise ValueError(f"unknown split {split!r}; use 'test' or 'validation'")
+    queries = list(task.test if split == "test" else task.validation)
+    if not queries:
+        raise ValueError(f"task {task.name!r} has no {split} queries")
+    if limit is not None:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        queries = queries[:limit]
+    return queries
+
+
+def score_program(program: str, task: Task, queries: Sequence[QueryItem], *, router: LLMRouter,
+                  sandbox: SandboxConfig, workers: int = 8) -> ProgramScore:
+    """Evaluate one program (built-in name or .py path) on all episodes + the given queries."""
+    t0 = time.perf_counter()
+    name, source = load_program_source(program)
+    # A file is labelled by its stem and never passes for the built-in program of that name.
+    label, group = label_and_group(program) if name == program else (name, OTHER_GROUP)
+    mark = router.mark() if hasattr(router, "mark") else None
+    res = evaluate(source, list(task.episodes), list(queries), metric=task.metric, router=router,
+                   sandbox=sandbox, workers=workers)
+    usage = router.since(mark) if mark is not None else {}
+    error = None
+    if res.error is not None:
+        error = str(res.error.get("message") or res.error)[:300]
+    return ProgramScore(
+        program=program, label=label, group=group, overall=res.mean_score,
+        per_category=res.per_category, n=len(res.cases),
+        failed_cases=sum(1 for c in res.cases if c.error) + sum(1 for w in res.writes if w.error),
+        error=error, seconds=round(time.perf_counter() - t0, 3),
+        toolkit_calls=sum(c.toolkit_calls for c in res.cases), llm=usage)
+
+
+def compare(task: Task, programs: Sequence[str], *, router: LLMRouter, sandbox: SandboxConfig | None = None,
+            split: str = "test", limit: int | None = None, workers: int = 8, parallel: int = 1,
+            progress: Progress | None = None) -> ComparisonTable:
+    """Score every program on the split; rows come back in the order of `programs`.
+
+    `parallel` programs are evaluated at once (each in its own sandbox worker); with a remote
+    LLM that is where the time goes, offline 1 is enough.
+    """
+    if not programs:
+        raise ValueError("no programs to compare")
+    for p in programs:            # fail before any evaluation, naming the bad reference
+        load_program_source(p)
+    sandbox = sandbox or SandboxConfig()
+    queries = select_queries(task, split, limit)
+    notify = progress or (lambda event: None)
+
+    def one(program: str) -> ProgramScore:
+        row = score_program(program, task, queries, router=router, sandbox=sandbox, workers=workers)
+        notify({"event": "program", "program": program, "label": row.label, "overall": row.overall,
+                "seconds": row.seconds, "error": row.error})
+        return row
+
+    if parallel > 1:
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            rows = list(pool.map(one, programs))
+    else:
+        rows = [one(p) for p in programs]
+    return ComparisonTable(task=task.name, split=split, metric=task.metric_name, n=len(queries),
+                           categories=category_columns(queries), rows=rows)
