@@ -2,7 +2,8 @@
 
     /work/venv/bin/python bench/bench_sandbox.py [--starts 10] [--ops 200]
 
-For each launcher (fork server, fresh interpreter):
+For each launcher (fork server, fresh interpreter), with the OS jail (each worker in a network
+namespace of its own, sandbox.launch.NET_NAMESPACE) on and off:
   cold    the first start with a new launcher (for the fork server: includes starting the server)
   warm    median and 90th percentile over --starts further starts
   ready   spawn -> the worker's "ready" frame (LoadInfo.ready_s)
@@ -13,6 +14,7 @@ For each launcher (fork server, fresh interpreter):
 from __future__ import annotations
 
 import argparse
+import logging
 import statistics
 import sys
 import time
@@ -22,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sandbox.forkserver import ForkServerLauncher  # noqa: E402
 from sandbox.host import ProgramSession, SandboxLimits  # noqa: E402
+import sandbox.launch as launch  # noqa: E402
 from sandbox.launch import SubprocessLauncher  # noqa: E402
 
 TRIVIAL = '''
@@ -82,18 +85,31 @@ def p90(values: list[float]) -> float:
     return sorted(values)[max(0, int(round(0.9 * len(values))) - 1)]
 
 
-def bench(name: str, launcher, starts: int, ops: int) -> dict[str, str]:
+def bench(name: str, launcher, starts: int, ops: int) -> list[dict[str, str]]:
+    """Two rows, jail on and off. Warm starts alternate on/off so that load drifting on a busy
+    machine hits both alike; the cold start (default: jail on) is in the first row only."""
+    launch.NET_NAMESPACE = True
     cold_ready, cold_total = start_once(launcher)
-    warm = [start_once(launcher) for _ in range(starts)]
-    ready = [r for r, _ in warm]
-    total = [t for _, t in warm]
-    write, read = round_trips(launcher, ops)
+    warm: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+    for _ in range(starts):
+        for jail in (True, False):
+            launch.NET_NAMESPACE = jail
+            warm[jail].append(start_once(launcher))
+    rows = []
     ms = lambda s: f"{s * 1000:.0f} ms"  # noqa: E731
     us = lambda s: f"{s * 1e6:.0f} µs"  # noqa: E731
-    return {"launcher": name, "cold ready": ms(cold_ready), "cold start": ms(cold_total),
-            "warm ready (med/p90)": f"{ms(statistics.median(ready))} / {ms(p90(ready))}",
-            "warm start (med/p90)": f"{ms(statistics.median(total))} / {ms(p90(total))}",
-            "write rtt": us(write), "read rtt": us(read)}
+    for jail in (True, False):
+        launch.NET_NAMESPACE = jail
+        write, read = round_trips(launcher, ops)
+        ready = [r for r, _ in warm[jail]]
+        total = [t for _, t in warm[jail]]
+        rows.append({"launcher": name, "jail": "net ns" if jail else "off",
+                     "cold ready": ms(cold_ready) if jail else "-", "cold start": ms(cold_total) if jail else "-",
+                     "warm ready (med/p90)": f"{ms(statistics.median(ready))} / {ms(p90(ready))}",
+                     "warm start (med/p90)": f"{ms(statistics.median(total))} / {ms(p90(total))}",
+                     "write rtt": us(write), "read rtt": us(read)})
+    launch.NET_NAMESPACE = True
+    return rows
 
 
 def main() -> None:
@@ -101,9 +117,9 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=10, help="warm starts per launcher")
     parser.add_argument("--ops", type=int, default=200, help="write+read round trips per launcher")
     args = parser.parse_args()
+    logging.getLogger("sandbox").setLevel(logging.ERROR)  # "jail switched off" warnings, by design here
     fork = ForkServerLauncher()  # no fallback: measure the fork server or fail
-    rows = [bench("fork server", fork, args.starts, args.ops),
-            bench("subprocess", SubprocessLauncher(), args.starts, args.ops)]
+    rows = bench("fork server", fork, args.starts, args.ops) + bench("subprocess", SubprocessLauncher(), args.starts, args.ops)
     fork.shutdown()
     columns = list(rows[0])
     widths = [max(len(c), *(len(r[c]) for r in rows)) for c in columns]
@@ -111,7 +127,8 @@ def main() -> None:
     print("  ".join("-" * w for w in widths))
     for row in rows:
         print("  ".join(row[c].ljust(w) for c, w in zip(columns, widths)))
-    print(f"\n{args.starts} warm starts, {args.ops} write+read round trips per launcher; trivial program.")
+    print(f"\n{args.starts} warm starts and {args.ops} write+read round trips per launcher and jail setting "
+          "(warm starts alternate on/off); trivial program.")
 
 
 if __name__ == "__main__":

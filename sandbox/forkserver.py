@@ -272,6 +272,8 @@ def _start_server(timeout_s: float) -> _Server:
         raise
     engine_end.settimeout(FORK_REPLY_TIMEOUT_S)
     os.set_blocking(proc.stderr.fileno(), False)
+    for warning in message.get("warnings") or []:  # e.g. no network namespace (not root)
+        log.warning("sandbox fork server %d: layer unavailable: %s", proc.pid, warning)
     return _Server(proc, engine_end, message)
 
 

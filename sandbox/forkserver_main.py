@@ -11,7 +11,8 @@ thread; locks other threads held stay locked in the child) and a chromadb client
 from a process that holds one hangs on its first chromadb call). Then it serves one unix
 SOCK_SEQPACKET socket, one JSON object per message:
 
-  server -> engine, once   {"op": "ready", "pid", "preloaded", "seconds"} or {"op": "failed", "error"}
+  server -> engine, once   {"op": "ready", "pid", "preloaded", "layers", "warnings", "seconds"}
+                           or {"op": "failed", "error"}
   engine -> server         {"op": "fork", "args", "env", "cwd", "targets"} with descriptors
                            [output, status, *pass] attached (SCM_RIGHTS)
   server -> engine         {"ok": true, "pid"} or {"ok": false, "error"}, one per fork
@@ -322,11 +323,19 @@ def main(argv: list[str] | None = None) -> None:
     faulthandler.enable()  # a crash of the server leaves a traceback on its stderr (the engine logs it)
     sock = socket.socket(fileno=args.control_fd)
     t0 = time.monotonic()
+    jail: list[str] = []
+    jail_warnings: list[str] = []
     try:
         from sandbox import limits
 
         # Exits at once if the engine is gone; also resolves libc for prctl once, for every child.
         limits.set_parent_death_signal(args.parent_pid)
+        # Before preload starts anything: the server itself never has a network either (each
+        # worker still enters a namespace of its own, so workers cannot reach one another).
+        try:
+            jail = [limits.enter_net_namespace()]
+        except limits.LayerUnavailable as exc:
+            jail, jail_warnings = [], [f"enter_net_namespace: {exc}"]
         names = preload()
         hazards = fork_hazards()
     except BaseException as exc:  # noqa: BLE001 -- reported to the engine, which falls back
@@ -334,8 +343,8 @@ def main(argv: list[str] | None = None) -> None:
     if hazards:
         sock.send(json.dumps({"op": "failed", "error": "; ".join(hazards)[:4000]}).encode())
         raise SystemExit(1)
-    sock.send(json.dumps({"op": "ready", "pid": os.getpid(), "preloaded": names,
-                          "seconds": time.monotonic() - t0}).encode())
+    sock.send(json.dumps({"op": "ready", "pid": os.getpid(), "preloaded": names, "layers": jail,
+                          "warnings": jail_warnings, "seconds": time.monotonic() - t0}).encode())
     ForkServer(sock).run()
 
 

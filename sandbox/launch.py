@@ -38,6 +38,9 @@ BOOT = ("import sys; root = sys.argv[1]; sys.path.append(root); import sandbox.w
         "if not w.__file__.startswith(root + '/sandbox/') else w.main(sys.argv[2:])")
 WORKER_PATH = "/usr/bin:/bin"
 REAP_TIMEOUT_S = 10.0
+# Each worker enters a network namespace of its own (spec L6, sandbox.limits.enter_net_namespace).
+# Only benchmarks and debugging turn it off; a worker started without it reports a warning.
+NET_NAMESPACE = True
 
 
 class LaunchedWorker(Protocol):
@@ -128,6 +131,8 @@ def spawn(launcher: Launcher, limits: SandboxLimits) -> WorkerProcess:
     from_worker_r, from_worker_w = os.pipe2(os.O_CLOEXEC)
     args = ["--in-fd", str(to_worker_r), "--out-fd", str(from_worker_w),
             "--parent-pid", str(os.getpid()), "--limits", json.dumps(limits.to_json()), "--home", home]
+    if not NET_NAMESPACE:
+        args.append("--no-net-namespace")
     env = {"PATH": WORKER_PATH, "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8"}
     try:
         proc = launcher.launch(args, env=env, cwd=home, pass_fds=(to_worker_r, from_worker_w))

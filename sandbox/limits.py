@@ -4,8 +4,9 @@ Each function returns the name of the layer it put in place, or raises LayerUnav
 reason; the worker collects both so the engine can report which layers were active and warn about
 the missing ones instead of failing on machines that lack one (no root, no prctl, not Linux).
 
-Order matters and is the worker's job: rlimits and no_new_privs first, then imports and warm-up,
-then the uid drop, and only then PR_SET_PDEATHSIG (the kernel clears it on a credential change).
+Order matters and is the worker's job: the network namespace first (while the worker is still
+single-threaded and root), then rlimits and no_new_privs, then imports and warm-up, then the uid
+drop, and only then PR_SET_PDEATHSIG (the kernel clears it on a credential change).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ FSIZE_BYTES = 1 << 20  # programs have no file API; this only bounds what host c
 NOFILE = 128  # a warmed-up worker holds ~12 descriptors
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
+CLONE_NEWNET = 0x40000000  # <linux/sched.h>; os.CLONE_NEWNET only exists from Python 3.12
 
 
 class LayerUnavailable(Exception):
@@ -110,3 +112,29 @@ def drop_privileges(writable_dir: str) -> str:
     if os.getuid() == 0 or os.geteuid() == 0:
         raise LayerUnavailable("uid drop did not take effect")
     return "uid_nobody"
+
+
+def enter_net_namespace() -> str:
+    """Move this process into a new, empty network namespace (spec L6): no interface but a
+    loopback that is down, so no egress, no engine port on 127.0.0.1, no abstract unix socket of
+    another namespace. The LLM is reached through the frame pipe, which a namespace does not cut.
+
+    unshare() moves only the calling *thread*, so it must run while the process has one thread
+    (threads started later inherit it). Needs CAP_SYS_ADMIN: root here; elsewhere it is reported
+    as unavailable rather than tried through a user namespace, which would break the uid drop.
+    """
+    threads = _thread_count()
+    if threads != 1:
+        raise LayerUnavailable(f"{threads} threads are running; a new network namespace would hold only one")
+    libc = _libc()
+    if libc.unshare(ctypes.c_int(CLONE_NEWNET)) != 0:
+        errno = ctypes.get_errno()
+        raise LayerUnavailable(f"unshare(CLONE_NEWNET) failed: {os.strerror(errno)}")
+    return "net_namespace"
+
+
+def _thread_count() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        raise LayerUnavailable("/proc/self/task is not readable (not Linux?)") from None

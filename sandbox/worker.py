@@ -1,7 +1,8 @@
 """The sandbox worker: one process holding one memory program's knowledge base.
 
 Started by host.py (never imported by the engine). Life of a worker:
-  1. no_new_privs + rlimits (hard == soft), faulthandler for crash tails on stderr;
+  1. own network namespace (no network at all), no_new_privs + rlimits (hard == soft),
+     faulthandler for crash tails on stderr;
   2. import everything it will ever need and warm chromadb up (one client for the whole life);
   3. "ready" frame -> engine;
   4. "load": import the engine's allowed modules, drop to uid 65534 (then PDEATHSIG, which a
@@ -69,8 +70,10 @@ def program_error(stage: str, exc: BaseException) -> dict[str, Any]:
 
 
 class Worker:
-    def __init__(self, in_fd: int, out_fd: int, parent_pid: int, limits: SandboxLimits, home: str) -> None:
+    def __init__(self, in_fd: int, out_fd: int, parent_pid: int, limits: SandboxLimits, home: str,
+                 net_namespace: bool = True) -> None:
         self.in_fd, self.out_fd, self.parent_pid = in_fd, out_fd, parent_pid
+        self.net_namespace = net_namespace
         self.limits, self.home = limits, home
         self.layers: list[str] = []
         self.warnings: list[str] = []
@@ -90,6 +93,11 @@ class Worker:
             self.warnings.append(f"{fn.__name__}: {exc}")
 
     def prepare(self) -> None:
+        # First: unshare() needs the single thread and the root of this moment (spec L6).
+        if self.net_namespace:
+            self.layer(oslimits.enter_net_namespace)
+        else:
+            self.warnings.append("enter_net_namespace: switched off by the engine (sandbox.launch.NET_NAMESPACE)")
         self.layer(oslimits.set_no_new_privs)
         self.layer(oslimits.set_rlimits, self.limits.memory_mb, self.limits.cpu_s)
         for name in LAZY_STDLIB:
@@ -255,9 +263,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--limits", required=True, help="SandboxLimits as JSON")
     parser.add_argument("--home", required=True, help="the worker's own writable directory")
+    parser.add_argument("--no-net-namespace", action="store_true", help="stay in the parent's network namespace")
     args = parser.parse_args(argv)
     faulthandler.enable(file=sys.stderr)  # a segfault leaves a Python traceback in the log tail
-    worker = Worker(args.in_fd, args.out_fd, args.parent_pid, SandboxLimits(**json.loads(args.limits)), args.home)
+    worker = Worker(args.in_fd, args.out_fd, args.parent_pid, SandboxLimits(**json.loads(args.limits)), args.home,
+                    net_namespace=not args.no_net_namespace)
     try:
         worker.prepare()
     except BaseException:

@@ -1,0 +1,135 @@
+"""The OS jail (spec L6): every worker, and the fork server, in a network namespace of its own.
+
+Programs cannot import socket, so the namespace is proven from outside: by /proc/<pid>/ns/net of
+real workers (every thread of them), and by a child that applies the same helper and then tries
+to reach a listener of this test process. The degraded paths (not root, threads already running)
+are run for real in children too.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import sandbox.launch as launch
+from sandbox.launch import ENGINE_ROOT
+from test_sandbox_host import FORK, GOOD, LAUNCHERS, session
+
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="network namespaces need CAP_SYS_ADMIN here")
+
+
+def net_ns(pid: int | str, tid: int | str | None = None) -> str:
+    return os.readlink(f"/proc/{pid}/task/{tid}/ns/net" if tid else f"/proc/{pid}/ns/net")
+
+
+def run_child(code: str, *args: str) -> subprocess.CompletedProcess:
+    """A fresh interpreter that imports sandbox.limits from this tree and runs `code`."""
+    boot = f"import sys; sys.path.insert(0, {ENGINE_ROOT!r})\n" + textwrap.dedent(code)
+    return subprocess.run([sys.executable, "-I", "-c", boot, *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def listener():
+    """A TCP listener of the engine on 127.0.0.1 (what a program with a network could reach)."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        yield server.getsockname()[1]
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCHERS))
+def test_every_worker_thread_is_outside_the_engines_network_namespace(name):
+    launcher = LAUNCHERS[name]
+    with session(GOOD, launcher=launcher) as a, session(GOOD, launcher=launcher) as b:
+        infos = [a.start(), b.start()]
+        a.write({"topic": "t"}, "a dog named Rex")  # chromadb works without any network
+        assert a.read({"text": "dog"}).output == "a dog named Rex"
+        if not ROOT:  # degraded, and says so
+            for info in infos:
+                assert "net_namespace" not in info.layers
+                assert any(w.startswith("enter_net_namespace:") for w in info.warnings)
+            return
+        engine = net_ns("self")
+        for s, info in zip((a, b), infos):
+            assert "net_namespace" in info.layers and info.warnings == []
+            # chromadb started threads after the unshare; each must have inherited the namespace
+            tids = os.listdir(f"/proc/{s.pid}/task")
+            assert len(tids) > 1
+            assert {net_ns(s.pid, tid) for tid in tids} == {net_ns(s.pid)}
+            assert net_ns(s.pid) != engine
+        assert net_ns(a.pid) != net_ns(b.pid)  # workers cannot reach one another either
+        if launcher is FORK:  # the server, which every worker is forked from, has none of ours
+            server = FORK.server_pid
+            assert net_ns(server) not in (engine, net_ns(a.pid), net_ns(b.pid))
+            assert FORK._server.info["layers"] == ["net_namespace"]
+
+
+def test_switching_the_namespace_off_is_reported(monkeypatch):
+    monkeypatch.setattr(launch, "NET_NAMESPACE", False)
+    with session(GOOD, launcher=FORK) as s:
+        info = s.start()
+        assert "net_namespace" not in info.layers
+        assert any("switched off" in w for w in info.warnings)
+        if ROOT:  # it stays in the fork server's namespace, which is still not the engine's
+            assert net_ns(s.pid) == net_ns(FORK.server_pid) != net_ns("self")
+
+
+@needs_root
+def test_a_jailed_child_cannot_connect_to_the_engine(listener):
+    connect = '''
+        import socket, sys
+        from sandbox import limits
+        if sys.argv[2] == "jail":
+            print(limits.enter_net_namespace())
+        try:
+            socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5).close()
+            print("connected")
+        except OSError as exc:
+            print("refused", exc.errno)
+    '''
+    control = run_child(connect, str(listener), "none")
+    assert control.stdout.split() == ["connected"], control.stderr  # the listener is reachable
+    jailed = run_child(connect, str(listener), "jail")
+    out = jailed.stdout.split()
+    assert out[:2] == ["net_namespace", "refused"], (jailed.stdout, jailed.stderr)
+    # ENETUNREACH: not even the loopback interface is up in the new namespace
+    assert int(out[2]) == errno.ENETUNREACH
+    # and no interface but that loopback exists there
+    interfaces = run_child('''
+        import socket
+        from sandbox import limits
+        limits.enter_net_namespace()
+        print(sorted(name for _, name in socket.if_nameindex()))
+    ''')
+    assert interfaces.stdout.splitlines()[0] == "['lo']", interfaces.stderr
+
+
+@needs_root
+def test_unavailable_when_not_root_or_not_single_threaded():
+    not_root = run_child('''
+        import os
+        from sandbox import limits
+        os.setresgid(65534, 65534, 65534)
+        os.setresuid(65534, 65534, 65534)
+        try:
+            limits.enter_net_namespace()
+        except limits.LayerUnavailable as exc:
+            print("unavailable:", exc)
+    ''')
+    assert "unavailable: unshare(CLONE_NEWNET) failed: Operation not permitted" in not_root.stdout, not_root.stderr
+    threaded = run_child('''
+        import threading
+        from sandbox import limits
+        stop = threading.Event()
+        threading.Thread(target=stop.wait).start()
+        try:
+            limits.enter_net_namespace()
+        except limits.LayerUnavailable as exc:
+            print("unavailable:", exc)
+        stop.set()
+    ''')
+    assert "unavailable: 2 threads are running" in threaded.stdout, threaded.stderr
