@@ -6,7 +6,7 @@ import importlib
 import sys
 
 # Subcommand modules, in the order `mstar --help` lists them.
-COMMANDS = ("evolve",)
+COMMANDS = ("evolve", "resume", "runs", "lineage", "show", "export", "eval", "report", "baselines")
 
 
 def build_parser() -> argparse.ArgumentParser:

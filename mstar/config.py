@@ -18,16 +18,22 @@ ROLES = ("task", "reflector", "toolkit", "judge")
 
 @dataclass(frozen=True)
 class RoleConfig:
-    """How one LLM role is served."""
+    """How one LLM role is served (see mstar/llm/settings.py for the config file)."""
 
-    backend: str = "offline"          # "offline" or "openai" (any OpenAI-compatible server)
+    backend: str = "offline"          # "offline", "openai" (any OpenAI-compatible server) or "command"
     model: str = "offline"
     base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = "OPENAI_API_KEY"   # the variable's NAME; the key itself is never stored
     temperature: float | None = None
     max_tokens: int | None = None
+    reasoning_effort: str | None = None   # "low" / "medium" / "high" for reasoning models
+    concurrency: int = 16             # calls of this role in flight at once
     timeout_s: float = 120.0
-    max_retries: int = 3
+    max_retries: int = 3              # retries on 429 / 5xx / timeouts / connection errors
+    backoff_s: float = 1.0            # first retry waits about this long, doubling after
+    command: str | None = None        # backend "command": prompt on stdin, completion on stdout
+    cache: str = "auto"               # "reuse", "replay", "off"; auto: replay for the reflector,
+                                      # reuse for the others, off for the offline backend
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,10 @@ class LLMConfig:
     reflector: RoleConfig = RoleConfig()
     toolkit: RoleConfig = RoleConfig()
     judge: RoleConfig = RoleConfig()
+    cache_dir: str | None = ".mstar-cache"    # response cache shared by runs; None = no cache
+    max_usd: float | None = None              # hard budgets, checked at iteration boundaries
+    max_tokens: int | None = None
+    prices: dict = dataclasses.field(default_factory=dict)  # model -> {input, output, cached_input} USD/1M
 
     def role(self, name: str) -> RoleConfig:
         if name not in ROLES:
@@ -52,12 +62,17 @@ class EvolutionConfig:
     static_size: int = 25              # static validation set (k-means, one per cluster)
     rotating_size: int = 5             # rotating minibatch per iteration
     failures_per_iteration: int = 2    # failed cases shown to the reflector
-    train_ratio: int = 5               # training episodes = ratio x validation items
+    train_ratio: int | None = None     # training episodes = ratio x static items; 0 = every episode;
+                                       # None = the task's own default (LoCoMo: 0), else 5
     compile_fix_attempts: int = 3      # k
     seed: int = 0
     workers: int = 8                   # concurrent task-agent calls within one evaluation
     mode: str = "all"                  # ablation (paper Table 2): "all", "instructions" or "code"
     prompt_budget_tokens: int = 60_000 # reflection prompt budget; optional sections are cut to fit
+    embed_model: str = "auto"          # subset-selection embeddings: "auto" (all-MiniLM-L6-v2 if the
+                                       # [embed] extra is installed, else hashing), "hashing", or a
+                                       # sentence-transformers model name / local path
+    embed_cache_dir: str | None = None # on-disk embedding cache (the CLI fills in its default)
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,8 @@ class RunConfig:
     name: str
     task: str = "sample"
     data: str | None = None
+    theme: str | None = None           # keep one theme of a rubric task (e.g. emergency_referrals)
+    metric: str | None = None          # score with this metric instead of the task's (e.g. llm_judge)
     runs_dir: str = "runs"
     seeds: tuple[str, ...] = ("vector_search", "llm_summarizer", "experience_learner")
     evolution: EvolutionConfig = EvolutionConfig()
@@ -87,7 +104,7 @@ class RunConfig:
     def from_dict(cls, data: dict[str, Any]) -> "RunConfig":
         llm = data.get("llm", {})
         rebuilt = dict(data)
-        rebuilt["llm"] = LLMConfig(**{r: RoleConfig(**llm[r]) for r in ROLES if r in llm})
+        rebuilt["llm"] = LLMConfig(**{k: (RoleConfig(**v) if k in ROLES else v) for k, v in llm.items()})
         rebuilt["evolution"] = EvolutionConfig(**data.get("evolution", {}))
         sb = dict(data.get("sandbox", {}))
         if "allowed_imports" in sb:

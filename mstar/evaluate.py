@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 from mstar import agent
 from mstar.config import SandboxConfig
 from mstar.llm.router import LLMRouter
+from mstar.judging import JudgeFn, Score
 from mstar.metrics import per_category_means
 from mstar.tasks import Episode, QueryItem
 from sandbox.host import ProgramSession, SandboxError, SandboxLimits
@@ -40,6 +41,7 @@ class CaseResult:
     debug_logs: list[str] = field(default_factory=list)
     toolkit_calls: int = 0
     error: str | None = None
+    score_details: dict = field(default_factory=dict)   # e.g. a rubric's per-criterion verdicts
 
 
 @dataclass
@@ -81,7 +83,7 @@ def evaluate(
     episodes: Sequence[Episode],
     queries: Sequence[QueryItem],
     *,
-    metric: Callable[[str, QueryItem], float],
+    metric: Callable[[str, QueryItem, JudgeFn], "Score | float"],
     router: LLMRouter,
     sandbox: SandboxConfig,
     workers: int = 8,
@@ -103,11 +105,18 @@ def evaluate(
             return _failed(queries, _verdict_dict(exc), time.perf_counter() - t0)
         consts = info.constants
 
-        # Phase 1: ingestion. Extractions in parallel, writes in episode order.
+        # Phase 1: ingestion. Extractions in parallel, each write as soon as its extraction (and
+        # the writes before it) are done. Query formulation needs only the instructions and the
+        # schema, not the knowledge base, so it is queued right behind the extractions and runs
+        # while the episodes are written (a pipeline: no phase waits for a whole other phase).
         extract_msgs = [agent.build_extraction_messages(consts["INSTRUCTION_KNOWLEDGE_ITEM"], ep.text,
                                                         info.knowledge_item_schema) for ep in episodes]
-        replies = list(pool.map(lambda m: _safe_text(router, "task", m), extract_msgs))
-        for ep, (reply, err) in zip(episodes, replies):
+        extract_futs = [pool.submit(_safe_text, router, "task", m) for m in extract_msgs]
+        q_msgs = [agent.build_query_messages(consts["INSTRUCTION_QUERY"], q.question, info.query_schema)
+                  for q in queries]
+        q_futs = [pool.submit(_safe_text, router, "task", m) for m in q_msgs]
+        for ep, fut in zip(episodes, extract_futs):
+            reply, err = fut.result()
             obj, warn = agent.parse_json_object(reply) if err is None else (None, f"task agent failed: {err}")
             item, warns = agent.fill_fields(obj, info.knowledge_item_schema)
             warns = ([warn] if warn else []) + warns
@@ -125,12 +134,14 @@ def evaluate(
                         fatal = _verdict_dict(exc)
             writes.append(rec)
 
-        # Phase 2: queries. Formulation in parallel, reads in order, answers in parallel.
-        q_msgs = [agent.build_query_messages(consts["INSTRUCTION_QUERY"], q.question, info.query_schema)
-                  for q in queries]
-        q_replies = list(pool.map(lambda m: _safe_text(router, "task", m), q_msgs))
+        # Phase 2: queries. Reads in order, each answer queued as soon as its read returns.
+        q_replies: list[tuple[str, str | None]] = []
+        a_msgs: list[list[dict]] = []
+        a_futs = []
         retrieved: list[tuple[dict, str, list[str], list[str], int, str | None]] = []
-        for q, msgs, (reply, err) in zip(queries, q_msgs, q_replies):
+        for q, msgs, q_fut in zip(queries, q_msgs, q_futs):
+            reply, err = q_fut.result()
+            q_replies.append((reply, err))
             obj, warn = agent.parse_json_object(reply) if err is None else (None, f"task agent failed: {err}")
             qd, warns = agent.fill_fields(obj, info.query_schema)
             warns = ([warn] if warn else []) + warns
@@ -149,27 +160,37 @@ def evaluate(
             else:
                 error = "not run: the program failed earlier in this evaluation"
             retrieved.append((qd, text, warns, logs, calls, error))
+            a_msgs.append(agent.build_answer_messages(consts["ALWAYS_ON_KNOWLEDGE"], text, q.question,
+                                                      consts["INSTRUCTION_RESPONSE"]))
+            a_futs.append(pool.submit(_safe_text, router, "task", a_msgs[-1]))
+        a_replies = [f.result() for f in a_futs]
 
-        a_msgs = [agent.build_answer_messages(consts["ALWAYS_ON_KNOWLEDGE"], r[1], q.question,
-                                              consts["INSTRUCTION_RESPONSE"])
-                  for q, r in zip(queries, retrieved)]
-        a_replies = list(pool.map(lambda m: _safe_text(router, "task", m), a_msgs))
+        # Scoring: judged metrics (rubric, L-J) call the judge role, so it runs on the pool too.
+        answers = [agent.clean_answer(reply) if err is None else "" for reply, err in a_replies]
+        judge = lambda messages: router.text("judge", messages)  # noqa: E731
+        scores = list(pool.map(lambda qa: _score(metric, qa[1], qa[0], judge, fatal), zip(queries, answers)))
 
-    for q, qm, (q_reply, _), am, (a_reply, a_err), r in zip(queries, q_msgs, q_replies, a_msgs, a_replies, retrieved):
+    for q, qm, (q_reply, _), am, (a_reply, a_err), r, answer, sc in zip(
+            queries, q_msgs, q_replies, a_msgs, a_replies, retrieved, answers, scores):
         qd, text, warns, logs, calls, error = r
-        answer = agent.clean_answer(a_reply) if a_err is None else ""
         if a_err is not None:
             warns = warns + [f"answer failed: {a_err}"]
-        score = float(metric(answer, q))
         conversation = [qm[-1], {"role": "assistant", "content": q_reply or ""},
                         am[-1], {"role": "assistant", "content": a_reply or ""}]
-        cases.append(CaseResult(q.id, q.question, q.answer, answer, score, q.category, qd, text,
-                                conversation, warns, logs, calls, error))
+        cases.append(CaseResult(q.id, q.question, q.answer, answer, sc.value, q.category, qd, text,
+                                conversation, warns + sc.warnings, logs, calls, error, sc.details))
     mean = sum(c.score for c in cases) / len(cases) if cases else 0.0
     if fatal is not None:
         mean = 0.0  # a program that crashed its worker does not get partial credit
     per_cat = per_category_means([c.score for c in cases], [c.category for c in cases])
     return EvalResult(mean, cases, writes, per_cat, fatal, time.perf_counter() - t0, sb_time)
+
+
+def _score(metric, answer: str, item: QueryItem, judge: JudgeFn, fatal: dict | None) -> Score:
+    if fatal is not None:   # no judge calls for a program that crashed: its mean is 0 anyway
+        return Score(0.0, ["not scored: the program failed in this evaluation"])
+    result = metric(answer, item, judge)
+    return result if isinstance(result, Score) else Score(float(result))
 
 
 def _safe_text(router: LLMRouter, role: str, messages: list[dict]) -> tuple[str, str | None]:

@@ -8,21 +8,26 @@ bound on the gain now. Candidates sit in a heap keyed by their last bound; only 
 re-evaluated, in small batches, until a freshly computed gain is on top — that one is the argmax.
 Ties go to the lowest index, exactly as a plain argmax greedy would.
 
-Two ways to get similarities, both behind the same lazy loop:
-- exact (`neighbors=None`): similarities are computed on the fly, `V × batch` at a time; nothing
-  of size N×V is ever held. Coverage starts at a lower bound L ≤ every similarity, so the first
-  pick maximises Σ_v sim(v, e) and F is the paper's objective up to a constant. The first gains
-  need no similarity matrix at all: Σ_v sim(v, e) = (Σ_v v)·e.
+Three ways to run it:
+- exact on a matrix (`neighbors=None`, N·V <= EXACT_LIMIT): the V×N similarity matrix is built
+  once and greedy keeps every candidate's gain up to date INCREMENTALLY: a pick changes the
+  coverage only of the rows it improves, so only those rows' contributions are subtracted from
+  the gains (cost |changed rows| × N per step, not V × N). Same picks as a plain greedy, which
+  is what the benchmark checks at N=10k, V=1k (bench/bench_select.py); lazy evaluation is no help
+  there: on clustered embeddings nearly every bound goes stale at every step.
+- exact on the fly (`neighbors=None`, larger inputs): similarities are computed `V × batch` at a
+  time inside the lazy loop; nothing of size N×V is ever held (slow, but memory stays small).
 - k nearest neighbours (`neighbors=k`): one blocked pass keeps, for each validation row, its k
   most similar episodes; every other similarity of that row is raised to the row's (k+1)-th
   best, θ_v, so it can never add gain. This is the usual sparsification for large facility
-  location problems; greedy is then exact for that clipped objective Σ_v max(θ_v, max_S sim).
+  location problems; the lazy greedy is then exact for that clipped objective Σ_v max(θ_v, max_S sim).
 
-Why both: the exact greedy needs at least one full N×V similarity pass after the first pick, and
-on unstructured embeddings nearly every candidate must be re-evaluated at every step, so at
-N=100k, V=10k, m=1k it takes hours. The sparse pass costs one blocked matmul (seconds) and the
-greedy on it well under a second. "auto" keeps exactness wherever N·V is small (every real task
-in the paper) and switches to k-NN above `EXACT_LIMIT`.
+In every mode coverage starts at a lower bound L <= every similarity, so the first pick
+maximises Σ_v sim(v, e) and F is the paper's objective up to a constant.
+
+"auto" keeps exactness wherever N·V is small (every real task in the paper) and switches to k-NN
+above `EXACT_LIMIT`: at N=100k, V=10k, m=1k a dense matrix alone is 4 GB and the exact lazy
+greedy takes hours, while the sparse pass costs one blocked matmul and its greedy about a second.
 """
 from __future__ import annotations
 
@@ -30,12 +35,12 @@ import heapq
 
 import numpy as np
 
-EXACT_LIMIT = 20_000_000     # N·V above which "auto" sparsifies (exact greedy could take minutes)
+EXACT_LIMIT = 50_000_000     # N·V up to which "auto" is exact on a V×N float32 matrix (200 MB)
 AUTO_NEIGHBORS = 100         # k for the sparsified objective under "auto"
 
 
 class _DenseSims:
-    """Exact similarities, computed on demand."""
+    """Exact similarities, computed on demand (inputs too large for a matrix)."""
 
     batch = 16
 
@@ -157,6 +162,44 @@ def _top_k_plus_one(v: np.ndarray, e: np.ndarray, k: int, v_block: int, e_block:
     return out_s, out_i
 
 
+def _matrix_greedy(v: np.ndarray, e: np.ndarray, m: int) -> list[int]:
+    """Plain greedy with incrementally maintained gains on the dense V×N matrix (see module doc)."""
+    sims = v @ e.T                                             # V × N, float32 for float32 input
+    n = sims.shape[1]
+    floor = float(sims.min()) - 1e-6 * (1.0 + abs(float(sims.min())))
+    cover = np.full(len(v), floor, dtype=sims.dtype)
+    gains = sims.sum(axis=0, dtype=np.float64) - len(v) * floor  # Σ_v (sim − L) for the empty set
+    taken = np.zeros(n, dtype=bool)
+    rows_per_block = max(1, (1 << 22) // n)                    # temporaries of ~16 MB each
+    chosen: list[int] = []
+    for _ in range(m):
+        open_gains = np.where(taken, -np.inf, gains)
+        best = float(open_gains.max())
+        # Incremental sums drift by rounding, so near-ties (e.g. duplicates, or all gains 0 once
+        # every row is covered) are settled on freshly computed gains; lowest index wins.
+        near = np.flatnonzero(open_gains >= best - 1e-6 * max(1.0, abs(best)))
+        if len(near) > 1:
+            exact = np.concatenate([np.maximum(sims[:, near[s:s + 512]] - cover[:, None], 0).sum(axis=0, dtype=np.float64)
+                                    for s in range(0, len(near), 512)])
+            gains[near] = exact
+            i = int(near[np.argmax(exact)])
+        else:
+            i = int(near[0])
+        chosen.append(i)
+        taken[i] = True
+        column = sims[:, i]
+        changed = np.flatnonzero(column > cover)
+        for s in range(0, len(changed), rows_per_block):
+            r = changed[s:s + rows_per_block]
+            block = sims[r]
+            # Each changed row's contribution drops from max(sim − old, 0) to max(sim − new, 0).
+            before = np.maximum(block - cover[r, None], 0)
+            after = np.maximum(block - column[r, None], 0)
+            gains -= (before - after).sum(axis=0, dtype=np.float64)
+        cover[changed] = column[changed]
+    return chosen
+
+
 def _lazy_greedy(sims, m: int) -> list[int]:
     cover = sims.initial_cover()
     heap = [(-g, i, 0) for i, g in enumerate(sims.initial_gains().tolist())]  # (−bound, index, step)
@@ -204,6 +247,8 @@ def facility_location(val_emb: np.ndarray, ep_emb: np.ndarray, m: int, *,
     if neighbors == "auto":
         neighbors = None if n * len(v) <= EXACT_LIMIT else AUTO_NEIGHBORS
     if neighbors is None or neighbors + 1 >= n:
+        if n * len(v) <= EXACT_LIMIT:
+            return _matrix_greedy(v, e, m)
         return _lazy_greedy(_DenseSims(v, e, block), m)
     if not isinstance(neighbors, int) or neighbors < 1:
         raise ValueError(f"facility_location: neighbors must be a positive int, None or 'auto', got {neighbors!r}")

@@ -18,16 +18,31 @@ from typing import Callable
 
 from mstar import select
 from mstar.config import RunConfig
+from mstar.embed import make_embedder
 from mstar.evaluate import EvalResult, evaluate, sandbox_limits
 from mstar.llm.router import LLMRouter
 from mstar.mutate import MutationOutcome, propose_child
 from mstar.pool import Pool, PoolEntry
 from mstar.programs import load_program_source
 from mstar.reflect import ReflectionInput, build_reflection_messages
-from mstar.runs import RunStore
+from mstar.runs import FORMAT_VERSION, RunStore
 from mstar.tasks import Task
 
 Progress = Callable[[dict], None]
+
+
+def iteration_rng(seed: int, iteration: int) -> random.Random:
+    """The random choices of one iteration (parent, failed cases) depend only on (seed, iteration),
+    not on what earlier iterations drew, so a resumed run draws exactly what it drew before."""
+    return random.Random(f"mstar-iteration:{seed}:{iteration}")
+
+
+def train_ratio(cfg: RunConfig, task: Task) -> int:
+    """Training budget ratio: the run's explicit setting, else the task's own default (LoCoMo: 0 =
+    every session, as in the paper), else 5 (paper Table 7)."""
+    if cfg.evolution.train_ratio is not None:
+        return cfg.evolution.train_ratio
+    return task.train_ratio if task.train_ratio is not None else 5
 
 
 @dataclass
@@ -41,11 +56,12 @@ class RunSummary:
     children_added: int
     failed_iterations: int
     seconds: float
+    stop_reason: str | None = None      # why the run ended before its last iteration (a budget)
 
 
 class Evolution:
     def __init__(self, cfg: RunConfig, task: Task, router: LLMRouter, store: RunStore,
-                 progress: Progress | None = None, embedder=None):
+                 progress: Progress | None = None, embedder=None, split: select.Split | None = None):
         self.cfg = cfg
         self.task = task
         self.router = router
@@ -54,16 +70,19 @@ class Evolution:
         self.pool = Pool()
         # Failure memory (beyond the paper): per parent, what was tried on it and failed.
         self.failures: dict[str, list[str]] = {}
-        self.rng = random.Random(cfg.evolution.seed)
-        self.split = select.make_split(task, embedder, static_size=cfg.evolution.static_size,
-                                       rotating_size=cfg.evolution.rotating_size,
-                                       train_ratio=cfg.evolution.train_ratio, seed=cfg.evolution.seed)
+        # A resumed run passes the split it saved (mstar/resume.py).
+        if split is None:
+            ev = cfg.evolution
+            embedder = embedder or make_embedder(ev.embed_model, ev.embed_cache_dir)
+            split = select.make_split(task, embedder, static_size=ev.static_size, rotating_size=ev.rotating_size,
+                                      train_ratio=train_ratio(cfg, task), seed=ev.seed)
+        self.split = split
         self.train = [task.episodes[i] for i in self.split.train_episodes]
         self.static = [task.validation[i] for i in self.split.static]
 
     # ------------------------------------------------------------ helpers
     def _eval(self, source: str, queries) -> EvalResult:
-        return evaluate(source, self.train, queries, metric=self.task.metric, router=self.router,
+        return evaluate(source, self.train, queries, metric=self.task.score, router=self.router,
                         sandbox=self.cfg.sandbox, workers=self.cfg.evolution.workers)
 
     def _event(self, record: dict) -> None:
@@ -76,6 +95,8 @@ class Evolution:
             t0, mark = time.perf_counter(), self.router.mark()
             label, source = load_program_source(name)
             pid = f"seed_{label}"
+            if pid in self.pool:  # evaluated before a crash (resumed run)
+                continue
             res = self._eval(source, self.static)
             self._add(PoolEntry(pid, None, 0, source, res.mean_score, f"seed: {label}", res.per_category), res)
             self._event({"event": "seed", "program_id": pid, "parent_id": None, "iteration": 0,
@@ -93,14 +114,15 @@ class Evolution:
     def iterate(self, iteration: int) -> None:
         ev = self.cfg.evolution
         t0, mark = time.perf_counter(), self.router.mark()
-        parent = self.pool.entries[select.softmax_sample(self.pool.scores(), ev.tau, self.rng)]
+        rng = iteration_rng(ev.seed, iteration)
+        parent = self.pool.entries[select.softmax_sample(self.pool.scores(), ev.tau, rng)]
         batch = self.split.rotating(iteration)
         rot = self._eval(parent.source, [self.task.validation[i] for i in batch])
         timing = {"rotating_eval_s": round(rot.seconds, 3), "rotating_sandbox_s": round(rot.sandbox_seconds, 3)}
         cases = [c.__dict__ for c in rot.cases]
         failed = [c for c in cases if c["score"] < 1.0]
         picked = [failed[i] for i in select.efraimidis_spirakis(
-            [1.0 - c["score"] for c in failed], min(ev.failures_per_iteration, len(failed)), self.rng)] if failed else []
+            [1.0 - c["score"] for c in failed], min(ev.failures_per_iteration, len(failed)), rng)] if failed else []
         successes = [c for c in cases if c["score"] >= 0.5][:2]
         inp = ReflectionInput(
             source=parent.source, iteration=iteration, score=parent.static_score,
@@ -166,13 +188,16 @@ class Evolution:
             picks.append(others[0])
         return [(e.program_id, e.static_score, e.source) for e in picks]
 
-    def finish(self, t_start: float) -> RunSummary:
+    def finish(self, t_start: float, stop_reason: str | None = None, iterations_done: int | None = None) -> RunSummary:
         best = self.pool.best()
         mark = self.router.mark()
         # Test questions need not be covered by the episodes chosen for validation,
-        # so the held-out evaluation writes every episode of the task.
-        test = evaluate(best.source, list(self.task.episodes), self.task.test, metric=self.task.metric, router=self.router,
-                        sandbox=self.cfg.sandbox, workers=self.cfg.evolution.workers) if self.task.test else None
+        # so the held-out evaluation writes every episode of the task. A run stopped by its
+        # budget skips it (it would spend past the limit) and stays resumable.
+        test = evaluate(best.source, list(self.task.episodes), self.task.test, metric=self.task.score, router=self.router,
+                        sandbox=self.cfg.sandbox, workers=self.cfg.evolution.workers) \
+            if self.task.test and stop_reason is None else None
+        iterations = self.cfg.evolution.iterations if iterations_done is None else iterations_done
         if test is not None:
             self.store.write_cases(best.program_id, "test", test.to_dict())
         self.store.write_text("best_program.py", best.source)
@@ -182,21 +207,32 @@ class Evolution:
             best_seed_static=max(e.static_score for e in seeds),
             test_score=test.mean_score if test else float("nan"),
             test_per_category=test.per_category if test else {},
-            iterations=self.cfg.evolution.iterations,
+            iterations=iterations,
             children_added=sum(1 for e in self.pool.entries if e.parent_id is not None),
-            failed_iterations=self.cfg.evolution.iterations - sum(1 for e in self.pool.entries if e.parent_id is not None),
-            seconds=round(time.perf_counter() - t_start, 3))
-        self._event({"event": "test", "program_id": best.program_id, "test_score": summary.test_score,
-                     "per_category": summary.test_per_category, "llm": self.router.since(mark)})
-        self.store.write_json("summary.json", {**summary.__dict__, "llm_totals": self.router.totals(),
+            failed_iterations=iterations - sum(1 for e in self.pool.entries if e.parent_id is not None),
+            seconds=round(time.perf_counter() - t_start, 3), stop_reason=stop_reason)
+        self.store.write_json("summary.json", {"format_version": FORMAT_VERSION, **summary.__dict__,
+                                               "llm_totals": self.router.totals(), "llm": self.router.report(),
                                                "pool": [{k: v for k, v in e.to_dict().items() if k != "source"}
                                                         for e in self.pool.entries]})
+        if stop_reason is not None:  # no test event: the run is not finished, `mstar resume` continues it
+            self._event({"event": "stopped", "reason": stop_reason, "iteration": iterations,
+                         "llm": self.router.since(mark)})
+            return summary
+        # The test event is written last: a run is finished exactly when its lineage ends with it.
+        self._event({"event": "test", "program_id": best.program_id, "test_score": summary.test_score,
+                     "per_category": summary.test_per_category, "llm": self.router.since(mark)})
         return summary
 
-    def run(self) -> RunSummary:
+    def run(self, first_iteration: int = 1) -> RunSummary:
+        """The whole run; a resumed run (mstar/resume.py) has rebuilt the pool and failure memory
+        and starts at the first iteration without an event."""
         t0 = time.perf_counter()
         self.store.write_json("split.json", self.split.to_dict())
         self.evaluate_seeds()
-        for it in range(1, self.cfg.evolution.iterations + 1):
+        for it in range(first_iteration, self.cfg.evolution.iterations + 1):
+            stop = self.router.stop_reason()  # budgets: checked only between iterations
+            if stop:
+                return self.finish(t0, stop_reason=stop, iterations_done=it - 1)
             self.iterate(it)
         return self.finish(t0)

@@ -6,7 +6,8 @@ Unlike the original SQuAD script we drop *all* Unicode punctuation (em-dashes, c
 not only ASCII, because model output and hand-written answers are full of them.
 
 `METRICS` maps a task's metric name to a `(prediction, gold) -> float` function so tasks can
-name their metric in data files; register new ones there.
+name their metric in data files; register new ones there. Metrics that need the judge role
+(rubric score, LoCoMo's L-J) live in mstar/judging.py.
 """
 from __future__ import annotations
 
@@ -98,12 +99,27 @@ def numeric_match(pred: str, gold: str, decimals: int = 2) -> float:
     return float(abs(p - g) <= tolerance)
 
 
+def tag_list_match(pred: str, gold: str) -> float:
+    """Share of gold tags matched position by position in comma-separated lists (ACE's FiNER score).
+
+    "A,B,C" vs gold "A,X,C" -> 2/3. Tags are compared after trimming spaces; a missing position
+    counts as wrong and extra predicted tags are ignored, as in ACE's scorer.
+    """
+    gold_tags = [t.strip() for t in str(gold).split(",")]
+    pred_tags = [t.strip() for t in str(pred).split(",")]
+    if not any(gold_tags):
+        raise ValueError(f"tag_list_match: gold answer {gold!r} has no tags")
+    hits = sum(1 for i, g in enumerate(gold_tags) if i < len(pred_tags) and pred_tags[i] == g)
+    return hits / len(gold_tags)
+
+
 Metric = Callable[[str, str], float]
 
 METRICS: dict[str, Metric] = {
     "token_f1": token_f1,
     "exact_match": exact_match,
     "numeric_match": numeric_match,
+    "tag_list_match": tag_list_match,
 }
 
 

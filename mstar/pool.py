@@ -37,6 +37,9 @@ class Pool:
     def __len__(self) -> int:
         return len(self.entries)
 
+    def __contains__(self, program_id: object) -> bool:
+        return program_id in self._by_id
+
     def scores(self) -> list[float]:
         return [e.static_score for e in self.entries]
 

@@ -180,6 +180,24 @@ def test_facility_location_with_duplicates():
     assert len({tuple(np.round(e[i], 9)) for i in first6}) == 6
 
 
+def test_matrix_greedy_matches_a_plain_greedy_on_float32_with_duplicates():
+    # Mid-sized, float32, 5 % duplicated episodes: the incremental gains must not drift into
+    # different picks (ties, including the all-zero gains after full coverage, go to the lowest index).
+    g = np.random.default_rng(7)
+    centres = _unit(g.normal(size=(40, 24)))
+    e = _unit(centres[g.integers(40, size=1500)] + 0.1 * g.normal(size=(1500, 24))).astype(np.float32)
+    e[g.choice(1500, 75, replace=False)] = e[g.choice(1500, 75, replace=False)]
+    v = _unit(centres[g.integers(40, size=200)] + 0.1 * g.normal(size=(200, 24))).astype(np.float32)
+    sims = v @ e.T
+    cover, plain = np.full(len(v), sims.min(), dtype=np.float32), []
+    for _ in range(60):
+        gains = np.maximum(sims - cover[:, None], 0).sum(axis=0, dtype=np.float64)
+        gains[plain] = -1.0
+        plain.append(int(gains.argmax()))
+        cover = np.maximum(cover, sims[:, plain[-1]])
+    assert facility_location(v, e, 60) == plain
+
+
 def test_facility_location_edges():
     e, v = np.eye(4), np.eye(4)[:2]
     assert facility_location(v, e, 0) == []

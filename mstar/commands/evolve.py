@@ -9,6 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from mstar.config import ROLES, EvolutionConfig, LLMConfig, RoleConfig, RunConfig
+from mstar.llm.live import both, cache_line
+from mstar.progress import ProgressPrinter  # noqa: F401  (re-exported: it used to live here)
 
 
 def register(sub) -> None:
@@ -18,15 +20,31 @@ def register(sub) -> None:
 
 
 def add_evolve_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", default="sample", help="task name (built in: sample)")
+    p.add_argument("--task", default="sample",
+                   help="sample, locomo, healthbench, prbench, formula, finer, jsonl, json, or a .json/.toml "
+                        "task file (see docs/tasks.md)")
     p.add_argument("--data", default=None, help="data file or folder for the task, when it needs one")
+    p.add_argument("--theme", default=None,
+                   help="keep one theme of a rubric task: a HealthBench theme (emergency_referrals, "
+                        "health_data_tasks, ...) or a PRBench field (finance, legal)")
+    p.add_argument("--metric", default=None,
+                   help="score with this metric instead of the task's own, e.g. llm_judge (LoCoMo's L-J)")
+    p.add_argument("--train-ratio", type=int, default=None,
+                   help="training episodes = ratio x static items, chosen by facility location; 0 = every "
+                        "episode (default: the task's own, LoCoMo 0, else 5)")
+    p.add_argument("--embed-model", default=EvolutionConfig.embed_model,
+                   help="embeddings for subset selection: auto (all-MiniLM-L6-v2 with the [embed] extra, "
+                        "else hashing), hashing, or a sentence-transformers model name / local folder")
+    p.add_argument("--embed-cache", default=None, metavar="DIR",
+                   help="embedding cache folder (default .mstar-cache/embeddings; '' = no cache)")
     p.add_argument("--iterations", type=int, default=EvolutionConfig.iterations)
     p.add_argument("--seed", type=int, default=0, help="random seed: same seed + backend = same lineage")
     p.add_argument("--name", default=None, help="run name (default: <task>-s<seed>-<time>)")
     p.add_argument("--runs-dir", default="runs", help="folder that holds run folders")
     p.add_argument("--out", default=None, help="the run folder itself (overrides --runs-dir/--name)")
     p.add_argument("--seeds", default=None,
-                   help="comma-separated seed programs: built-in names or .py paths "
+                   help="comma-separated seed programs: built-in names (seeds or baselines, e.g. "
+                        "ace,graph_memory,mem0) or .py paths "
                         "(default: vector_search,llm_summarizer,experience_learner)")
     p.add_argument("--workers", type=int, default=EvolutionConfig.workers, help="concurrent task-agent calls")
     p.add_argument("--static-size", type=int, default=EvolutionConfig.static_size)
@@ -34,6 +52,15 @@ def add_evolve_args(p: argparse.ArgumentParser) -> None:
                    help="ablation (paper Table 2): evolve everything, only the instruction constants, or only the code")
     p.add_argument("--prompt-budget", type=int, default=EvolutionConfig.prompt_budget_tokens,
                    help="token budget of the reflection prompt; optional sections are cut, visibly, to fit")
+    add_llm_args(p)
+    p.add_argument("--max-usd", type=float, default=None,
+                   help="hard budget in dollars: the run stops at an iteration boundary (warnings at 50%% and 80%%)")
+    p.add_argument("--max-tokens", type=int, default=None, help="hard budget in billed tokens, like --max-usd")
+    p.add_argument("--quiet", action="store_true", help="print only the final summary")
+
+
+def add_llm_args(p: argparse.ArgumentParser) -> None:
+    """Which backend and model serve each role (shared by evolve and eval)."""
     p.add_argument("--base-url", default=os.environ.get("MSTAR_BASE_URL"),
                    help="OpenAI-compatible endpoint for every role (env MSTAR_BASE_URL); "
                         "without it and without --model the offline backend serves all roles")
@@ -44,21 +71,25 @@ def add_evolve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable that holds the API key")
     p.add_argument("--offline-role", action="append", default=[], choices=ROLES,
                    help="serve this role with the offline backend even when an endpoint is set (repeatable)")
-    p.add_argument("--quiet", action="store_true", help="print only the final summary")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="TOML file with the LLM roles, cache, budgets and prices (see README)")
+    p.add_argument("--llm", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one LLM setting, e.g. reflector.model=o4-mini, task.concurrency=32, "
+                        "defaults.timeout_s=60 (repeatable)")
+    p.add_argument("--cache-dir", default=None, help="response cache folder, shared by runs (default .mstar-cache)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
 
 
 def resolve_llm(args) -> LLMConfig:
-    """Offline unless an endpoint or model is given; secrets stay in the environment."""
-    if not args.base_url and not args.model:
-        return LLMConfig()
-    roles = {}
-    for role in ROLES:
-        if role in args.offline_role:
-            roles[role] = RoleConfig()
-            continue
-        model = (args.reflector_model if role == "reflector" and args.reflector_model else args.model) or "gpt-4o-mini"
-        roles[role] = RoleConfig(backend="openai", model=model, base_url=args.base_url, api_key_env=args.api_key_env)
-    return LLMConfig(**roles)
+    """Offline unless a config file, an endpoint or a model says otherwise (mstar/llm/settings.py);
+    secrets stay in the environment."""
+    from mstar.llm.settings import resolve_llm_config
+    return resolve_llm_config(
+        getattr(args, "config", None), base_url=args.base_url, model=args.model,
+        reflector_model=args.reflector_model, api_key_env=args.api_key_env, offline_roles=args.offline_role,
+        overrides=getattr(args, "llm", []), max_usd=getattr(args, "max_usd", None),
+        max_tokens=getattr(args, "max_tokens", None), cache_dir=getattr(args, "cache_dir", None),
+        no_cache=getattr(args, "no_cache", False))
 
 
 def resolve_config(args) -> RunConfig:
@@ -69,54 +100,47 @@ def resolve_config(args) -> RunConfig:
         name, runs_dir = out.name, str(out.parent)
     seeds = tuple(s.strip() for s in args.seeds.split(",") if s.strip()) if args.seeds else RunConfig.seeds
     evo = replace(EvolutionConfig(), iterations=args.iterations, seed=args.seed, workers=args.workers,
-                  static_size=args.static_size, mode=args.mode, prompt_budget_tokens=args.prompt_budget)
+                  static_size=args.static_size, mode=args.mode, prompt_budget_tokens=args.prompt_budget,
+                  train_ratio=getattr(args, "train_ratio", None),
+                  embed_model=getattr(args, "embed_model", EvolutionConfig.embed_model),
+                  embed_cache_dir=_embed_cache(getattr(args, "embed_cache", None)))
     return RunConfig(name=name, task=args.task, data=args.data, runs_dir=runs_dir, seeds=seeds,
+                     theme=getattr(args, "theme", None), metric=getattr(args, "metric", None),
                      evolution=evo, llm=resolve_llm(args))
 
 
-class ProgressPrinter:
-    def __init__(self, total: int, quiet: bool, out=sys.stdout):
-        self.total, self.quiet, self.out = total, quiet, out
-        self.t0 = time.perf_counter()
-
-    def __call__(self, ev: dict) -> None:
-        if self.quiet:
-            return
-        kind = ev.get("event")
-        if kind == "seed":
-            err = f"  [failed: {ev['error'].get('message', '')}]" if ev.get("error") else ""
-            self._say(f"seed  {ev['program_id']:<28} static {ev['static_score']:.3f}{err}")
-        elif kind == "iteration":
-            it = ev["iteration"]
-            elapsed = time.perf_counter() - self.t0
-            eta = elapsed / it * (self.total - it) if it else 0.0
-            if ev["status"] == "ok":
-                outcome = f"child {ev['program_id']} static {ev['static_score']:.3f} ({ev['delta']:+.3f})"
-            else:
-                last = ev["attempts"][-1] if ev["attempts"] else {}
-                outcome = f"{ev['status']}: {str(last.get('error', ''))[:70]}"
-            self._say(f"iter {it:>3}/{self.total}  parent {ev['parent_id']:<22} {outcome:<58} "
-                      f"best {ev['best_static_score']:.3f}  eta {eta:5.0f}s")
-            self._say(f"          {ev['title'][:100]}")
-        elif kind == "test":
-            self._say(f"test  {ev['program_id']:<28} score {ev['test_score']:.3f}")
-
-    def _say(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+def _embed_cache(value: str | None) -> str | None:
+    from mstar.embed import DEFAULT_CACHE_DIR
+    return DEFAULT_CACHE_DIR if value is None else (value or None)
 
 
 def cmd_evolve(args) -> int:
-    from mstar.llm.router import LLMRouter
-    from mstar.llm.types import LLMError
-    from mstar.loop import Evolution
     from mstar.runs import RunStore
     from mstar.tasks import TaskError, load_task
 
-    cfg = resolve_config(args)
+    from mstar.llm.settings import ConfigError
     try:
-        task = load_task(cfg.task, cfg.data)
+        cfg = resolve_config(args)
+    except ConfigError as exc:
+        print(f"mstar: {exc}", file=sys.stderr)
+        return 2
+    try:
+        task = load_task(cfg.task, cfg.data, theme=cfg.theme, metric=cfg.metric)
     except (TaskError, FileNotFoundError, ValueError) as exc:
         print(f"mstar: cannot load task {cfg.task!r}: {exc}", file=sys.stderr)
+        return 2
+    from mstar.embed import make_embedder
+    try:  # a missing embedding model fails here, before a run folder exists (loading is lazy)
+        make_embedder(cfg.evolution.embed_model, None)
+    except ValueError as exc:
+        print(f"mstar: --embed-model: {exc}", file=sys.stderr)
+        return 2
+    from mstar.programs import load_program_source
+    try:  # a bad seed name fails here, before a run folder exists
+        for ref in cfg.seeds:
+            load_program_source(ref)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"mstar: --seeds: {exc}", file=sys.stderr)
         return 2
     store = RunStore(Path(cfg.runs_dir) / cfg.name)
     try:
@@ -124,10 +148,23 @@ def cmd_evolve(args) -> int:
     except FileExistsError as exc:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
-    store.write_json("config.json", cfg.to_dict())
+    store.acquire_lock()  # held while this process runs it: `mstar runs` shows the run as running
+    store.write_config(cfg.to_dict())
+    try:
+        return _run(cfg, task, store, args)
+    finally:
+        store.release_lock()
+
+
+def _run(cfg, task, store, args) -> int:
+    from mstar.llm.router import LLMRouter
+    from mstar.llm.types import LLMError
+    from mstar.loop import Evolution
+
     try:
         router = LLMRouter.from_config(cfg.llm, seed=cfg.evolution.seed,
-                                       on_usage=lambda rec: store.append_jsonl("llm_usage.jsonl", rec.to_dict()))
+                                       on_usage=lambda rec: store.append_jsonl("llm_usage.jsonl", rec.to_dict()),
+                                       on_warning=lambda w: print(f"mstar: warning: {w}", file=sys.stderr, flush=True))
     except LLMError as exc:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
@@ -136,12 +173,41 @@ def cmd_evolve(args) -> int:
           f"{len(task.test)} test queries ({task.metric_name})")
     for role, desc in router.describe().items():
         print(f"llm     {role:<10} {desc}")
-    evo = Evolution(cfg, task, router, store, progress=ProgressPrinter(cfg.evolution.iterations, args.quiet))
+    progress = ProgressPrinter(cfg.evolution.iterations, args.quiet)
+    evo = Evolution(cfg, task, router, store, progress=progress)
+    progress = both(progress, live_spend(router, cfg, task, evo, quiet=args.quiet))
+    evo.progress = progress
     print(f"split   static {len(evo.static)} | rotating pool {len(evo.split.rotating_pool)} | "
-          f"training episodes {len(evo.train)}")
+          f"training episodes {len(evo.train)} | embeddings {evo.split.config.embedder}")
     summary = evo.run()
+    router.close()
+    if summary.stop_reason:
+        print(f"stopped {summary.stop_reason}; no test evaluation -- best_program.py and summary.json are "
+              "written, and the run stays resumable")
+    print_done(summary, store.root)
+    print(f"llm     {router.ledger.spend_line()}")
+    saved = cache_line(router)
+    if saved:
+        print(saved)
+    return 0
+
+
+def live_spend(router, cfg, task, evo, *, quiet: bool):
+    """Spend per role after each event, and the whole run's estimate after the seeds (mstar/llm/live.py)."""
+    from mstar.llm.live import LiveSpend
+    from mstar.programs import load_program_source
+    paid = any(cfg.llm.role(r).backend != "offline" for r in ROLES) or router.ledger.budget.active
+    return LiveSpend(router, n_seeds=len(cfg.seeds), iterations=cfg.evolution.iterations,
+                     train_episodes=len(evo.train), static_size=len(evo.static),
+                     rotating_size=cfg.evolution.rotating_size, test_episodes=len(task.episodes),
+                     test_queries=len(task.test), seed_sources=[load_program_source(s)[1] for s in cfg.seeds],
+                     read_max_chars=cfg.sandbox.read_max_chars, prompt_budget=cfg.evolution.prompt_budget_tokens,
+                     show=paid and not quiet)
+
+
+def print_done(summary, root) -> None:
     print(f"done    best {summary.best_id} static {summary.best_static:.3f} "
           f"(best seed {summary.best_seed_static:.3f}); test {summary.test_score:.3f}; "
           f"{summary.children_added}/{summary.iterations} iterations added a child; {summary.seconds:.1f}s")
-    print(f"files   {store.root}/best_program.py, lineage.jsonl, programs/, cases/")
-    return 0
+    print(f"files   {root}/best_program.py, lineage.jsonl, programs/, cases/")
+    print(f"next    mstar lineage {root} | mstar report {root} | mstar export {root} --out best.py")

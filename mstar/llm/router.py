@@ -1,93 +1,265 @@
-"""One interface, four roles: who serves each role, and a ledger of every call."""
+"""One interface, four roles: who serves each role, and how a call survives.
+
+`LLMRouter.call(role, messages)` is the only way the engine talks to a model:
+  1. the response cache (when the role uses it) may answer without a request;
+  2. otherwise the role's backend is called, at most `concurrency` calls of a
+     role at once, with retries and backoff on transient failures (retry.py);
+  3. every call -- served, cached or failed -- goes to the ledger (ledger.py),
+     which prices it, feeds the budget and appends it to the run's llm_usage.jsonl.
+Thread-safe: evaluations call the task role from a thread pool.
+"""
 from __future__ import annotations
 
+import os
 import threading
+import time
+from dataclasses import dataclass, field
 from typing import Callable
 
-from mstar.config import ROLES, LLMConfig
-from mstar.llm.types import Backend, ChatResponse, LLMError, UsageRecord
+from mstar.config import ROLES, LLMConfig, RoleConfig
+from mstar.llm.cache import ResponseCache, request_key
+from mstar.llm.ledger import Ledger, call_kind
+from mstar.llm.prices import PriceTable
+from mstar.llm.budget import Budget
+from mstar.llm.retry import RetryPolicy, retry_delay
+from mstar.llm.types import (Backend, ChatResponse, LLMError, TransientLLMError, TruncatedCompletionError,
+                             UsageRecord)
+
+CACHE_MODES = ("reuse", "replay", "off")
+BACKENDS = ("offline", "openai", "command")
 
 
-def make_backend(role: str, cfg: LLMConfig, *, seed: int = 0) -> Backend:
+@dataclass(frozen=True)
+class RolePolicy:
+    """How the router treats one role's calls.
+
+    cache "reuse": identical requests share one answer (task agent, toolkit, judge:
+    an extraction asked again by a child is not paid for twice). "replay": the n-th
+    identical request of a run gets the n-th stored answer, so a role that samples
+    (the reflector) still gets fresh answers within a run, while re-running a run
+    replays it exactly. "off": no cache.
+    """
+
+    concurrency: int = 16
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    cache: str = "off"
+
+    def __post_init__(self):
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.cache not in CACHE_MODES:
+            raise ValueError(f"cache mode must be one of {', '.join(CACHE_MODES)}, got {self.cache!r}")
+
+
+def cache_mode(role: str, rc: RoleConfig) -> str:
+    """Resolve cache = "auto": the offline backend is deterministic and instant, so caching
+    it buys nothing; the reflector replays; every other role reuses."""
+    if rc.cache != "auto":
+        if rc.cache not in CACHE_MODES:
+            raise LLMError(f"role {role!r}: cache must be auto, {', '.join(CACHE_MODES)}; got {rc.cache!r}")
+        return rc.cache
+    if rc.backend == "offline":
+        return "off"
+    return "replay" if role == "reflector" else "reuse"
+
+
+def make_backend(role: str, cfg: LLMConfig, *, seed: int = 0, env: dict | None = None) -> Backend:
     rc = cfg.role(role)
     if rc.backend == "offline":
         from mstar.llm.offline_backend import OfflineBackend
         return OfflineBackend(role, seed=seed)
     if rc.backend == "openai":
         from mstar.llm.openai_backend import OpenAIBackend
-        return OpenAIBackend(role, rc)
-    raise LLMError(f"role {role!r}: unknown backend {rc.backend!r} (use 'offline' or 'openai')")
+        return OpenAIBackend(role, rc, env=env)
+    if rc.backend == "command":
+        from mstar.llm.command_backend import CommandBackend
+        return CommandBackend(role, rc.command, timeout_s=rc.timeout_s, model=rc.model)
+    raise LLMError(f"role {role!r}: unknown backend {rc.backend!r} (use {', '.join(BACKENDS)})")
+
+
+def backend_identity(backend: Backend) -> dict:
+    """Who answers: part of the cache key (never the key or the timeout)."""
+    return {"backend": backend.name, "model": backend.model,
+            "base_url": getattr(backend, "base_url", None), "command": getattr(backend, "argv", None)}
 
 
 class LLMRouter:
-    """Routes a call to its role's backend and records its usage.
-
-    Thread-safe: evaluations call the task role from a thread pool.
-    `on_usage` lets the run store persist each record as it happens.
-    """
-
-    def __init__(self, backends: dict[str, Backend], on_usage: Callable[[UsageRecord], None] | None = None):
+    def __init__(self, backends: dict[str, Backend], on_usage: Callable[[UsageRecord], None] | None = None, *,
+                 policies: dict[str, RolePolicy] | None = None, cache: ResponseCache | None = None,
+                 ledger: Ledger | None = None, sleep: Callable[[float], None] = time.sleep):
         missing = [r for r in ROLES if r not in backends]
         if missing:
             raise ValueError(f"no backend for roles: {', '.join(missing)}")
         self._backends = backends
-        self._on_usage = on_usage
-        self._lock = threading.Lock()
-        self.records: list[UsageRecord] = []
+        self._policies = {r: (policies or {}).get(r, RolePolicy()) for r in backends}
+        self._sems = {r: threading.BoundedSemaphore(p.concurrency) for r, p in self._policies.items()}
+        self.cache = cache
+        self.ledger = ledger or Ledger()
+        if on_usage is not None:
+            self.ledger.on_record = on_usage
+        self._sleep = sleep
+        self._seen: dict[str, int] = {}          # replay mode: how often each request was asked
+        self._seen_lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, cfg: LLMConfig, *, seed: int = 0, on_usage=None) -> "LLMRouter":
-        return cls({r: make_backend(r, cfg, seed=seed) for r in ROLES}, on_usage=on_usage)
+    def from_config(cls, cfg: LLMConfig, *, seed: int = 0, on_usage=None,
+                    on_warning: Callable[[str], None] | None = None, env: dict | None = None) -> "LLMRouter":
+        env = os.environ if env is None else env
+        backends = {r: make_backend(r, cfg, seed=seed, env=env) for r in ROLES}
+        policies = {}
+        for r in ROLES:
+            rc = cfg.role(r)
+            try:
+                policies[r] = RolePolicy(rc.concurrency, RetryPolicy(rc.max_retries, rc.backoff_s),
+                                         cache_mode(r, rc))
+            except ValueError as exc:
+                raise LLMError(f"role {r!r}: {exc}") from None
+        try:
+            prices = PriceTable(cfg.prices)
+            budget = Budget(cfg.max_usd, cfg.max_tokens)
+        except ValueError as exc:
+            raise LLMError(str(exc)) from None
+        if cfg.max_usd is not None:
+            unpriced = [(r, b.model) for r, b in backends.items() if prices.lookup(b.model, b.name) is None]
+            if unpriced:
+                r, m = unpriced[0]
+                raise LLMError(f"--max-usd needs a price for model {m!r} (role {r!r}): add "
+                               f"[llm.prices.\"{m}\"] with input and output (USD per million tokens) "
+                               "to the config file")
+        cache = None
+        if cfg.cache_dir and any(p.cache != "off" for p in policies.values()):
+            cache = ResponseCache(cfg.cache_dir)
+        ledger = Ledger(prices, budget=budget, on_warning=on_warning)
+        return cls(backends, on_usage=on_usage, policies=policies, cache=cache, ledger=ledger)
+
+    def backend(self, role: str) -> Backend:
+        return self._backends[role]
 
     def describe(self) -> dict[str, str]:
         """Which backend and model serve each role (shown by the CLI)."""
-        return {r: f"{b.name}:{b.model}" for r, b in self._backends.items()}
+        out = {}
+        for r, b in self._backends.items():
+            where = getattr(b, "base_url", None) or " ".join(getattr(b, "argv", None) or [])
+            pol = self._policies[r]
+            extra = f" @ {where}" if where else ""
+            if b.name != "offline":
+                extra += f"  (at most {pol.concurrency} at once, {pol.retry.max_retries} retries, cache {pol.cache})"
+            out[r] = f"{b.name}:{b.model}{extra}"
+        return out
 
-    def call(self, role: str, messages: list[dict]) -> ChatResponse:
-        backend = self._backends[role]
-        try:
-            resp = backend.complete(messages)
-        except Exception as exc:
-            self._record(UsageRecord(role, backend.model, backend.name, 0, 0, 0.0, error=str(exc)))
-            if isinstance(exc, LLMError):
-                raise
-            raise LLMError(f"role {role!r}: {type(exc).__name__}: {exc}") from exc
-        self._record(UsageRecord(role, resp.model, resp.backend, resp.prompt_tokens,
-                                 resp.completion_tokens, resp.latency_s))
+    # ------------------------------------------------------------ calls
+    def call(self, role: str, messages: list[dict], *, allow_truncated: bool = True) -> ChatResponse:
+        """One completion. A truncated reply (finish_reason "length") is returned, flagged, to
+        callers that handle it (the reflector's patch parser) and raised for `text()` callers."""
+        if role not in self._backends:
+            raise LLMError(f"unknown LLM role {role!r}; roles are {', '.join(ROLES)}")
+        backend, pol = self._backends[role], self._policies[role]
+        kind = call_kind(role, messages)
+        key = self._cache_key(backend, pol, messages)
+        t0 = time.perf_counter()
+        if key is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                hit.cache_hit, hit.latency_s = True, time.perf_counter() - t0
+                self._record(role, hit, kind, [])
+                return hit
+        errors: list[str] = []
+        resp: ChatResponse | None = None
+        for attempt in range(pol.retry.max_retries + 1):
+            retry_after = None
+            with self._sems[role]:
+                try:
+                    resp = backend.complete(messages)
+                except TransientLLMError as exc:
+                    errors.append(str(exc))
+                    retry_after = exc.retry_after
+                except LLMError as exc:
+                    errors.append(str(exc))
+                    self._record_failure(role, backend, kind, str(exc), errors, t0)
+                    raise
+                except Exception as exc:  # a backend bug or an unexpected client error: no retry
+                    err = LLMError(f"role {role!r}: {type(exc).__name__}: {exc}")
+                    errors.append(str(err))
+                    self._record_failure(role, backend, kind, str(err), errors, t0)
+                    raise err from exc
+            if resp is not None:
+                break
+            if attempt < pol.retry.max_retries:
+                self._sleep(retry_delay(pol.retry, attempt + 1, retry_after))
+        if resp is None:
+            msg = (f"role {role!r}: gave up after {len(errors)} attempt(s); last error: {errors[-1]}")
+            self._record_failure(role, backend, kind, msg, errors, t0)
+            raise LLMError(msg)
+        resp.latency_s = time.perf_counter() - t0
+        if resp.finish_reason == "length" and not allow_truncated:
+            msg = (f"role {role!r}: the completion was truncated at the token limit "
+                   f"(finish_reason=length, {resp.completion_tokens} tokens); raise max_tokens for this role")
+            self._record(role, resp, kind, errors, error=msg)
+            raise TruncatedCompletionError(msg)
+        if key is not None:
+            self.cache.put(key, resp, role=role)
+        self._record(role, resp, kind, errors)
         return resp
 
     def text(self, role: str, messages: list[dict]) -> str:
-        return self.call(role, messages).text
+        return self.call(role, messages, allow_truncated=False).text
 
-    def _record(self, rec: UsageRecord) -> None:
-        with self._lock:
-            self.records.append(rec)
-        if self._on_usage is not None:
-            self._on_usage(rec)
+    def _cache_key(self, backend: Backend, pol: RolePolicy, messages: list[dict]) -> str | None:
+        if self.cache is None or pol.cache == "off":
+            return None
+        params = backend.request_params() if hasattr(backend, "request_params") else {}
+        key = request_key(backend_identity(backend), messages, params)
+        if pol.cache == "replay":
+            with self._seen_lock:
+                n = self._seen.get(key, 0)
+                self._seen[key] = n + 1
+            key = request_key(backend_identity(backend), messages, params, occurrence=n)
+        return key
 
-    def totals(self) -> dict[str, dict[str, int]]:
-        """Calls and tokens per role so far."""
-        with self._lock:
-            recs = list(self.records)
-        out: dict[str, dict[str, int]] = {}
-        for r in recs:
-            t = out.setdefault(r.role, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "errors": 0})
-            t["calls"] += 1
-            t["prompt_tokens"] += r.prompt_tokens
-            t["completion_tokens"] += r.completion_tokens
-            t["errors"] += 1 if r.error else 0
-        return out
+    def _record(self, role: str, resp: ChatResponse, kind: str, errors: list[str], error: str | None = None) -> None:
+        self.ledger.add(UsageRecord(
+            role, resp.model, resp.backend, resp.prompt_tokens, resp.completion_tokens, round(resp.latency_s, 4),
+            error=error, cached_tokens=resp.cached_tokens, cache_hit=resp.cache_hit, retries=len(errors),
+            attempt_errors=list(errors), kind=kind, finish_reason=resp.finish_reason))
+
+    def _record_failure(self, role: str, backend: Backend, kind: str, message: str, errors: list[str],
+                        t0: float) -> None:
+        self.ledger.add(UsageRecord(
+            role, backend.model, backend.name, 0, 0, round(time.perf_counter() - t0, 4), error=message,
+            retries=max(0, len(errors) - 1), attempt_errors=list(errors), kind=kind))
+
+    # ------------------------------------------------------------ the ledger, for the loop and the CLI
+    @property
+    def records(self) -> list[UsageRecord]:
+        return self.ledger.records
+
+    @property
+    def _lock(self):  # older callers extend `records` under this lock
+        return self.ledger._lock
+
+    def totals(self) -> dict[str, dict]:
+        """Calls, tokens, cost, cache hits, retries and errors per role so far."""
+        return self.ledger.totals()
 
     def mark(self) -> int:
         """Position in the ledger; `since(mark)` sums what happened after it."""
-        with self._lock:
-            return len(self.records)
+        return self.ledger.mark()
 
-    def since(self, mark: int) -> dict[str, int]:
-        with self._lock:
-            recs = self.records[mark:]
-        return {
-            "calls": len(recs),
-            "prompt_tokens": sum(r.prompt_tokens for r in recs),
-            "completion_tokens": sum(r.completion_tokens for r in recs),
-        }
+    def since(self, mark: int) -> dict:
+        return self.ledger.since(mark)
+
+    def report(self) -> dict:
+        """The ledger's sums for summary.json, with the response cache's own counters."""
+        out = self.ledger.report()
+        if self.cache is not None:
+            out["cache"] = {"dir": str(self.cache.directory), "hits": self.cache.hits, "misses": self.cache.misses,
+                            "stored": self.cache.stores, "errors": list(self.cache.errors)}
+        return out
+
+    def stop_reason(self) -> str | None:
+        """At an iteration boundary: why the run must stop (a budget), or None."""
+        return self.ledger.stop_reason()
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()

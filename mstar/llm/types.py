@@ -1,12 +1,31 @@
-"""Records that flow through the LLM layer."""
+"""Records that flow through the LLM layer, and the errors it raises."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 
 class LLMError(RuntimeError):
-    """A call that failed after its retries; the message says why."""
+    """A call that failed (after its retries, when it had any); the message says why."""
+
+
+class TransientLLMError(LLMError):
+    """A failure worth retrying: rate limit, server error, timeout, dropped connection,
+    a reply that was not valid JSON. `retry_after` is the server's own hint, in seconds."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, kind: str = "transient"):
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.kind = kind
+
+
+class EmptyCompletionError(LLMError):
+    """The server answered, but with no text. Not retried: the caller decides."""
+
+
+class TruncatedCompletionError(LLMError):
+    """The completion was cut off at the token limit (finish_reason=length)."""
 
 
 @dataclass
@@ -18,11 +37,22 @@ class ChatResponse:
     completion_tokens: int = 0
     latency_s: float = 0.0
     finish_reason: str = "stop"     # "length" means the reply was cut off
+    cached_tokens: int = 0          # prompt tokens the provider served from its own prompt cache
+    cache_hit: bool = False         # served by mstar's response cache, no request was made
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass
 class UsageRecord:
-    """One LLM call as the run's ledger sees it."""
+    """One LLM call as the run's ledger sees it (one line of llm_usage.jsonl).
+
+    Token counts are the response's own figures; on a cache hit they are those of
+    the call that filled the cache, `cache_hit` is true and `cost_usd` is 0.
+    `retries` counts the extra attempts; `attempt_errors` holds the error of every
+    failed attempt, so retries and failures can be audited call by call.
+    """
 
     role: str
     model: str
@@ -31,9 +61,27 @@ class UsageRecord:
     completion_tokens: int
     latency_s: float
     error: str | None = None
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+    cache_hit: bool = False
+    retries: int = 0
+    attempt_errors: list[str] = field(default_factory=list)
+    kind: str | None = None          # extract_knowledge_item, formulate_query, answer, reflect, ...
+    finish_reason: str | None = None
+    at: float = field(default_factory=time.time)
+
+    @property
+    def billed_tokens(self) -> int:
+        """Tokens this call was charged for (none when the cache answered)."""
+        return 0 if self.cache_hit else self.prompt_tokens + self.completion_tokens
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "UsageRecord":
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 class Backend(Protocol):

@@ -1,0 +1,118 @@
+"""`mstar eval PROGRAM --task T [--split test|validation|static]`: score any program file (a seed,
+a baseline, an exported winner) on a task, with per-category scores.
+
+Splits, with the episodes each one ingests:
+  test        the task's held-out queries; every episode (as a run's final test)
+  validation  every validation query; every episode
+  static      a run's static set for --seed/--static-size; the training episodes a run with
+              those settings would choose -- the same score that run gives the program
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+SPLITS = ("test", "validation", "static")
+
+
+def register(sub) -> None:
+    from mstar.commands.evolve import add_llm_args
+    from mstar.config import EvolutionConfig
+
+    p = sub.add_parser("eval", help="score a program file on a task (per-category scores)")
+    p.add_argument("program", help="a .py memory program (e.g. from `mstar export`) or a built-in seed name")
+    p.add_argument("--task", required=True, help="task name or task file (as for `mstar evolve`)")
+    p.add_argument("--data", default=None, help="data file or folder for the task, when it needs one")
+    p.add_argument("--theme", default=None, help="keep one theme of a rubric task")
+    p.add_argument("--metric", default=None, help="score with this metric instead of the task's own")
+    p.add_argument("--split", choices=SPLITS, default="test", help="which queries to score (default: test)")
+    p.add_argument("--seed", type=int, default=0, help="split seed (static split only)")
+    p.add_argument("--static-size", type=int, default=EvolutionConfig.static_size, help="static split size")
+    p.add_argument("--train-ratio", type=int, default=None,
+                   help="static split: training episodes = ratio x static items (default: the task's own, else 5)")
+    p.add_argument("--workers", type=int, default=EvolutionConfig.workers, help="concurrent task-agent calls")
+    p.add_argument("--cases-out", default=None, metavar="FILE", help="write every case's full record here (JSON)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_llm_args(p)
+    p.set_defaults(func=cmd_eval)
+
+
+def _queries_and_episodes(task, args):
+    if args.split == "test":
+        return list(task.test), list(task.episodes)
+    if args.split == "validation":
+        return list(task.validation), list(task.episodes)
+    from mstar import select
+    ratio = args.train_ratio if args.train_ratio is not None else \
+        (task.train_ratio if getattr(task, "train_ratio", None) is not None else 5)
+    from mstar.config import EvolutionConfig
+    from mstar.embed import DEFAULT_CACHE_DIR, make_embedder
+    # The same embedder `mstar evolve` uses by default, so the static set is the run's.
+    embedder = make_embedder(EvolutionConfig.embed_model, DEFAULT_CACHE_DIR)
+    split = select.make_split(task, embedder, static_size=args.static_size, train_ratio=ratio, seed=args.seed)
+    return [task.validation[i] for i in split.static], [task.episodes[i] for i in split.train_episodes]
+
+
+def cmd_eval(args) -> int:
+    from mstar.commands.evolve import resolve_llm
+    from mstar.config import SandboxConfig
+    from mstar.evaluate import evaluate
+    from mstar.llm.router import LLMRouter
+    from mstar.llm.types import LLMError
+    from mstar.programs import load_program_source
+    from mstar.runs import atomic_write_text
+    from mstar.tasks import TaskError, load_task
+
+    try:
+        label, source = load_program_source(args.program)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"mstar: {exc}", file=sys.stderr)
+        return 2
+    try:
+        task = load_task(args.task, args.data, theme=args.theme, metric=args.metric)
+    except (TaskError, FileNotFoundError, ValueError) as exc:
+        print(f"mstar: cannot load task {args.task!r}: {exc}", file=sys.stderr)
+        return 2
+    queries, episodes = _queries_and_episodes(task, args)
+    if not queries:
+        print(f"mstar: task {task.name!r} has no {args.split} queries", file=sys.stderr)
+        return 2
+    try:
+        router = LLMRouter.from_config(resolve_llm(args), seed=args.seed)
+    except (LLMError, ValueError) as exc:
+        print(f"mstar: {exc}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    res = evaluate(source, episodes, queries, metric=task.score, router=router, sandbox=SandboxConfig(),
+                   workers=args.workers)
+    router.close()
+    out = {"program": args.program, "name": label, "task": task.name, "split": args.split,
+           "metric": getattr(task, "metric_name", None), "queries": len(queries), "episodes": len(episodes),
+           "mean_score": res.mean_score, "per_category": res.per_category,
+           "counts": _counts(c.category for c in res.cases), "error": res.error,
+           "failed_cases": sum(1 for c in res.cases if c.error), "llm": router.totals(),
+           "seconds": round(time.perf_counter() - t0, 3)}
+    if args.cases_out:
+        atomic_write_text(Path(args.cases_out), json.dumps({**out, "result": res.to_dict()}, indent=2,
+                                                            ensure_ascii=False, default=str) + "\n")
+    if args.json:
+        print(json.dumps(out, indent=2, default=str))
+    else:
+        print(f"program {label} ({args.program})")
+        print(f"task    {task.name}, split {args.split}: {len(queries)} queries, {len(episodes)} episodes ingested")
+        if res.error:
+            print(f"error   the program failed as a whole: {res.error.get('message', res.error)}")
+        print(f"score   {res.mean_score:.4f} ({out['metric']})")
+        for cat, value in res.per_category.items():
+            print(f"  {cat:<24} {value:.4f}  (n={out['counts'].get(cat, 0)})")
+    return 1 if res.error else 0
+
+
+def _counts(categories) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in categories:
+        key = str(c) if c is not None else "none"
+        out[key] = out.get(key, 0) + 1
+    return out

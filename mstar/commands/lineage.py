@@ -1,0 +1,37 @@
+"""`mstar lineage RUN`: the run's tree of programs with score deltas, commit titles and markers
+(BEST, REGRESSION, FAILED, DUPLICATE, ERROR)."""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("lineage", help="the tree of programs: scores, deltas, commit titles, markers")
+    p.add_argument("run", help="run folder, or a run name under --runs-dir")
+    p.add_argument("--runs-dir", default="runs", help="folder that holds run folders")
+    p.add_argument("--json", action="store_true", help="the tree as JSON (nested children) for scripts")
+    p.set_defaults(func=cmd_lineage)
+
+
+def cmd_lineage(args) -> int:
+    from mstar.inspect_run import lineage_tree, open_run, render_tree
+    from mstar.runs import RunFormatError
+
+    try:
+        view = open_run(args.run, args.runs_dir)
+    except RunFormatError as exc:
+        print(f"mstar: {exc}", file=sys.stderr)
+        return 2
+    roots = lineage_tree(view.nodes())
+    if args.json:
+        print(json.dumps({"run": str(view.root), "status": view.status, "best_id": view.best_id,
+                          "roots": [r.to_dict() for r in roots]}, indent=2))
+        return 0
+    print(f"run {view.root}  task {view.config.get('task')}  status {view.status}  "
+          f"iterations {view.iterations_done}/{view.config.get('evolution', {}).get('iterations', '?')}")
+    if view.partial_line:
+        print(f"(note: {view.partial_line})")
+    for line in render_tree(roots):
+        print(line)
+    return 0

@@ -1,0 +1,77 @@
+"""`mstar resume RUN`: continue a run that stopped before it finished (see mstar/resume.py)."""
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+
+def register(sub) -> None:
+    p = sub.add_parser("resume", help="continue a crashed or killed run where it stopped")
+    p.add_argument("run", help="run folder, or a run name under --runs-dir")
+    p.add_argument("--runs-dir", default="runs", help="folder that holds run folders")
+    p.add_argument("--max-usd", type=float, default=None,
+                   help="new hard budget in dollars (a run stopped by its budget needs a higher one to go on)")
+    p.add_argument("--max-tokens", type=int, default=None, help="new hard budget in billed tokens")
+    p.add_argument("--quiet", action="store_true", help="print only the final summary")
+    p.set_defaults(func=cmd_resume)
+
+
+def cmd_resume(args) -> int:
+    from mstar.commands.evolve import print_done
+    from mstar.llm.router import LLMRouter
+    from mstar.llm.types import LLMError
+    from mstar.progress import ProgressPrinter
+    from mstar.resume import load_state, prior_spend, repair_tails, resume_run
+    from mstar.runs import RunFormatError, RunLockedError, RunStore, find_run
+    from mstar.tasks import TaskError, load_task
+
+    try:
+        store = RunStore(find_run(args.run, args.runs_dir))
+        state = load_state(store)  # read-only checks first: never lock a folder that is not a run
+        store.acquire_lock()
+    except (RunFormatError, RunLockedError) as exc:
+        print(f"mstar: {exc}", file=sys.stderr)
+        return 2
+    try:
+        for warning in repair_tails(store):
+            print(f"mstar: warning: {warning}", file=sys.stderr)
+        state = load_state(store)
+        if state.finished:
+            print(f"run     {store.root} has already finished; nothing to resume")
+            return 0
+        cfg = state.config
+        if args.max_usd is not None or args.max_tokens is not None:
+            llm = replace(cfg.llm, max_usd=args.max_usd if args.max_usd is not None else cfg.llm.max_usd,
+                          max_tokens=args.max_tokens if args.max_tokens is not None else cfg.llm.max_tokens)
+            state.config = cfg = replace(cfg, llm=llm)
+            store.write_config(cfg.to_dict())  # the folder says which budget the rest ran under
+        try:
+            task = load_task(cfg.task, cfg.data, theme=getattr(cfg, "theme", None),
+                             metric=getattr(cfg, "metric", None))
+        except (TaskError, FileNotFoundError, ValueError) as exc:
+            print(f"mstar: cannot load task {cfg.task!r}: {exc}", file=sys.stderr)
+            return 2
+        try:
+            router = LLMRouter.from_config(
+                cfg.llm, seed=cfg.evolution.seed,
+                on_usage=lambda rec: store.append_jsonl("llm_usage.jsonl", rec.to_dict()),
+                on_warning=lambda w: print(f"mstar: warning: {w}", file=sys.stderr, flush=True))
+        except LLMError as exc:
+            print(f"mstar: {exc}", file=sys.stderr)
+            return 2
+        done = state.next_iteration - 1
+        print(f"run     {store.root} (resuming: {len(state.seeds_done)}/{len(cfg.seeds)} seeds and "
+              f"{done}/{cfg.evolution.iterations} iterations were done)")
+        progress = ProgressPrinter(cfg.evolution.iterations, args.quiet,
+                                   first_iteration=state.next_iteration, spend=prior_spend(store))
+        summary = resume_run(store, state, task, router, progress=progress)
+        router.close()
+        if getattr(summary, "stop_reason", None):
+            print(f"stopped {summary.stop_reason}; `mstar resume {store.root} --max-usd ...` goes on")
+        print_done(summary, store.root)
+        return 0
+    except RunFormatError as exc:
+        print(f"mstar: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        store.release_lock()

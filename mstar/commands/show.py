@@ -1,0 +1,75 @@
+"""`mstar show RUN PROGRAM`: one program's source, its diff against its parent, its per-case
+results and the reflector's commit message and attempts. PROGRAM is a program id, iter_NNN
+(also an iteration that added no child), an iteration number, or `best`."""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("show", help="one program: source, diff against its parent, cases, reflector reasoning")
+    p.add_argument("run", help="run folder, or a run name under --runs-dir")
+    p.add_argument("program", help="program id (seed_x, iter_003), an iteration number, or 'best'")
+    p.add_argument("--runs-dir", default="runs", help="folder that holds run folders")
+    p.add_argument("--json", action="store_true", help="everything as one JSON object for scripts")
+    p.add_argument("--no-source", action="store_true", help="leave the full source out of the text output")
+    p.set_defaults(func=cmd_show)
+
+
+def cmd_show(args) -> int:
+    from mstar.inspect_run import open_run
+    from mstar.runs import RunFormatError
+
+    try:
+        d = open_run(args.run, args.runs_dir).program_detail(args.program)
+    except RunFormatError as exc:
+        print(f"mstar: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(d, indent=2, ensure_ascii=False))
+        return 0
+    for line in render_detail(d, with_source=not args.no_source):
+        print(line)
+    return 0
+
+
+def _one_line(text, n: int = 90) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def render_detail(d: dict, with_source: bool = True) -> list[str]:
+    out = []
+    name = d["program_id"] or d["source_name"]
+    score = f"{d['static_score']:.3f}" if d["static_score"] is not None else "-"
+    delta = f" ({d['delta']:+.3f} against {d['parent_id']})" if d["delta"] is not None else ""
+    out.append(f"== {name}  [{d['status']}{', best' if d['best'] else ''}]  static {score}{delta}")
+    if d["parent_id"]:
+        out.append(f"parent   {d['parent_id']} (static {d['parent_static_score']:.3f}, rotating batch "
+                   f"score {d['rotating_score']:.3f}; cases shown: {', '.join(d['failed_case_ids']) or '-'})"
+                   if d["parent_static_score"] is not None and d["rotating_score"] is not None
+                   else f"parent   {d['parent_id']}")
+    if d["per_category"]:
+        out.append("category " + ", ".join(f"{k} {v:.3f}" for k, v in d["per_category"].items()))
+    if d["event"] == "iteration":
+        out += ["", "-- reflector", f"Title: {d['title']}"]
+        out += [f"  {line}" for line in (d["body"] or "").splitlines()]
+        for a in d["attempts"]:
+            gates = a.get("gates") or {}
+            what = a.get("error") or ("ok" if a.get("stage") == "ok" else "")
+            out.append(f"  attempt {a.get('attempt')} ({a.get('kind')}): stage {a.get('stage', '?')}"
+                       f"{'; gates ' + str(gates.get('stage')) if gates else ''}  {_one_line(what, 140)}")
+    if d["diff"]:
+        out += ["", f"-- diff against {d['parent_id']}", *d["diff"].rstrip("\n").splitlines()]
+    for split, data in d["cases"].items():
+        cases = data.get("cases", [])
+        out += ["", f"-- {split} cases ({len(cases)}, mean {data.get('mean_score', 0):.3f})"]
+        for c in cases:
+            err = f"  [error: {_one_line(c['error'], 60)}]" if c.get("error") else ""
+            out.append(f"  {c['score']:.2f}  {c.get('category') or '-':<12} {_one_line(c['question'], 60)}")
+            out.append(f"        answer: {_one_line(c['answer'], 60)} | expected: {_one_line(c['expected'], 40)}{err}")
+    if with_source:
+        out += ["", f"-- source ({d['source_name']}.py)"]
+        out += (d["source"] or "(source file missing)").rstrip("\n").splitlines()
+    return out

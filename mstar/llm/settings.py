@@ -1,0 +1,211 @@
+"""The LLM part of the configuration: a TOML file, command-line overrides, validation.
+
+    [llm]
+    cache_dir = ".mstar-cache"       # response cache shared by runs ("" = none)
+    max_usd = 5.0                    # hard budgets (also --max-usd / --max-tokens)
+    max_tokens = 2_000_000
+
+    [llm.defaults]                   # every role starts from these ...
+    backend = "openai"
+    base_url = "http://localhost:8000/v1"
+    model = "qwen2.5-7b-instruct"
+
+    [llm.reflector]                  # ... and a role's own table overrides them
+    model = "o4-mini"
+    reasoning_effort = "medium"
+    concurrency = 1
+
+    [llm.prices."o4-mini"]           # USD per million tokens
+    input = 1.10
+    output = 4.40
+    cached_input = 0.275
+
+Precedence, lowest first: built-in defaults, the file, the flags --base-url /
+--model / --reflector-model / --api-key-env / --offline-role, then each
+`--llm role.key=value`, then --max-usd / --max-tokens / --cache-dir / --no-cache.
+Keys are never read from a file: a role names the environment variable that
+holds its key (`api_key_env`), and only that name is written to a run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Sequence
+
+from mstar.config import ROLES, LLMConfig, RoleConfig
+from mstar.llm.prices import price_from_dict
+from mstar.llm.types import LLMError
+
+ROLE_KEYS = tuple(f.name for f in dataclasses.fields(RoleConfig))
+TOP_KEYS = ("cache_dir", "max_usd", "max_tokens", "prices", "defaults") + ROLES
+SECRET_KEYS = re.compile(r"^(api[_-]?key|key|secret|token|password|bearer)$", re.I)
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ConfigError(ValueError, LLMError):
+    """A configuration that cannot be used; the message names the key and the fix.
+    (Also an LLMError, so commands that report LLM set-up errors report this one too.)"""
+
+
+def load_config_file(path: str | Path) -> dict:
+    """The [llm] table of a TOML config file (a copy, safe to modify)."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {p} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {p} is not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - {"llm"})
+    if unknown:
+        raise ConfigError(f"config file {p}: unknown table(s) {unknown}; this file configures [llm] "
+                          "(roles, cache, budgets, prices)")
+    table = data.get("llm", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"config file {p}: 'llm' must be a table")
+    return _copy(table)
+
+
+def _copy(table: dict) -> dict:
+    return {k: _copy(v) if isinstance(v, dict) else v for k, v in table.items()}
+
+
+def parse_value(raw: str) -> Any:
+    """A TOML value when it parses as one (0.2, 16, true, "x"), else the plain string."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def apply_override(table: dict, assignment: str) -> None:
+    """`--llm reflector.model=o4-mini`, `--llm defaults.concurrency=8`, `--llm max_usd=3`."""
+    if "=" not in assignment:
+        raise ConfigError(f"--llm {assignment!r}: expected KEY=VALUE, e.g. reflector.model=gpt-4.1")
+    path, raw = assignment.split("=", 1)
+    keys = [k.strip() for k in path.strip().split(".")]
+    if not all(keys):
+        raise ConfigError(f"--llm {assignment!r}: empty key")
+    node = table
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--llm {assignment!r}: {k!r} is not a table")
+    node[keys[-1]] = parse_value(raw.strip())
+
+
+def llm_config_from_table(table: dict) -> LLMConfig:
+    """Validate the [llm] table and build the frozen config from it."""
+    unknown = sorted(set(table) - set(TOP_KEYS))
+    if unknown:
+        raise ConfigError(f"[llm]: unknown key(s) {unknown}; known: {', '.join(TOP_KEYS)}")
+    defaults = table.get("defaults", {})
+    roles = {}
+    for role in ROLES:
+        merged = {**_role_table(defaults, "defaults"), **_role_table(table.get(role, {}), role)}
+        roles[role] = _check_role(role, RoleConfig(**merged))
+    prices = table.get("prices", {})
+    if not isinstance(prices, dict):
+        raise ConfigError("[llm.prices] must be a table of models")
+    for model, p in prices.items():
+        if not isinstance(p, dict):
+            raise ConfigError(f"[llm.prices.{model!r}] must be a table with input and output")
+        try:
+            price_from_dict(model, p)
+        except ValueError as exc:
+            raise ConfigError(f"[llm.prices]: {exc}") from None
+    cache_dir = table.get("cache_dir", LLMConfig.cache_dir)
+    max_usd, max_tokens = table.get("max_usd"), table.get("max_tokens")
+    if max_usd is not None and (isinstance(max_usd, bool) or not isinstance(max_usd, (int, float)) or max_usd <= 0):
+        raise ConfigError(f"max_usd must be a positive number of dollars, got {max_usd!r}")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0):
+        raise ConfigError(f"max_tokens must be a positive whole number, got {max_tokens!r}")
+    return LLMConfig(**roles, cache_dir=cache_dir or None, max_usd=float(max_usd) if max_usd is not None else None,
+                     max_tokens=max_tokens, prices={m: dict(p) for m, p in prices.items()})
+
+
+def _role_table(t: Any, where: str) -> dict:
+    if not isinstance(t, dict):
+        raise ConfigError(f"[llm.{where}] must be a table")
+    for k in t:
+        if SECRET_KEYS.match(k):
+            raise ConfigError(f"[llm.{where}] {k}: keys are never read from a config file; put the key in an "
+                              "environment variable and name that variable with api_key_env")
+    unknown = sorted(set(t) - set(ROLE_KEYS))
+    if unknown:
+        raise ConfigError(f"[llm.{where}]: unknown key(s) {unknown}; known: {', '.join(ROLE_KEYS)}")
+    return t
+
+
+def _check_role(role: str, rc: RoleConfig) -> RoleConfig:
+    def bad(key, why):
+        return ConfigError(f"[llm.{role}] {key} = {getattr(rc, key)!r}: {why}")
+
+    if rc.backend not in ("offline", "openai", "command"):
+        raise bad("backend", "use offline, openai or command")
+    if not isinstance(rc.api_key_env, str) or not ENV_NAME.match(rc.api_key_env):
+        raise bad("api_key_env", "must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key")
+    for key in ("concurrency", "max_retries"):
+        v = getattr(rc, key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "concurrency" else 0):
+            raise bad(key, "must be a whole number" + (" >= 1" if key == "concurrency" else " >= 0"))
+    for key in ("timeout_s", "backoff_s"):
+        v = getattr(rc, key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (key == "timeout_s" and v == 0):
+            raise bad(key, "must be a positive number of seconds")
+    if rc.temperature is not None and (isinstance(rc.temperature, bool) or not isinstance(rc.temperature, (int, float))):
+        raise bad("temperature", "must be a number")
+    if rc.max_tokens is not None and (isinstance(rc.max_tokens, bool) or not isinstance(rc.max_tokens, int)
+                                      or rc.max_tokens < 1):
+        raise bad("max_tokens", "must be a whole number >= 1")
+    if rc.cache not in ("auto", "reuse", "replay", "off"):
+        raise bad("cache", "use auto, reuse, replay or off")
+    if rc.backend == "command" and not (isinstance(rc.command, str) and rc.command.strip()):
+        raise bad("command", "backend 'command' needs the command line that serves the role")
+    return rc
+
+
+def resolve_llm_config(config_file: str | None = None, *, base_url: str | None = None, model: str | None = None,
+                       reflector_model: str | None = None, api_key_env: str | None = None,
+                       offline_roles: Sequence[str] = (), overrides: Sequence[str] = (),
+                       max_usd: float | None = None, max_tokens: int | None = None,
+                       cache_dir: str | None = None, no_cache: bool = False) -> LLMConfig:
+    """Everything the command line says about the LLM roles, as one frozen config."""
+    table = load_config_file(config_file) if config_file else {}
+    if base_url or model:
+        # The quick path: one endpoint (or OpenAI) for every role not kept offline.
+        for role in ROLES:
+            rt = table.setdefault(role, {})
+            rt["backend"] = "openai"
+            if base_url:
+                rt["base_url"] = base_url
+            if model and role != "reflector":
+                rt["model"] = model
+            elif role == "reflector" and reflector_model:
+                rt["model"] = reflector_model
+            elif role == "reflector" and model and "model" not in rt:
+                rt["model"] = model      # --model covers the reflector unless the file names its own
+            rt.setdefault("model", table.get("defaults", {}).get("model", "gpt-4o-mini"))
+            if api_key_env:
+                rt["api_key_env"] = api_key_env
+    elif reflector_model:
+        # Without --base-url/--model it only means something when the file serves the reflector.
+        backend = table.get("reflector", {}).get("backend", table.get("defaults", {}).get("backend", "offline"))
+        if backend != "offline":
+            table.setdefault("reflector", {})["model"] = reflector_model
+    for role in offline_roles:
+        table[role] = {"backend": "offline", "model": "offline"}
+    for assignment in overrides:
+        apply_override(table, assignment)
+    if max_usd is not None:
+        table["max_usd"] = max_usd
+    if max_tokens is not None:
+        table["max_tokens"] = max_tokens
+    if cache_dir is not None:
+        table["cache_dir"] = cache_dir
+    if no_cache:
+        table["cache_dir"] = None
+    return llm_config_from_table(table)

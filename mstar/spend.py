@@ -1,0 +1,56 @@
+"""What a run spent on LLM calls, per role, from its llm_usage.jsonl records.
+
+Tokens are always known (reported by the server, or estimated by the offline backend); money
+only when the LLM layer priced a call (a `cost_usd` field on its usage record).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+
+@dataclass
+class RoleSpend:
+    role: str
+    calls: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None        # None: no call of this role was priced
+    models: tuple[str, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "tokens": self.tokens, "models": list(self.models)}
+
+
+def spend_by_role(records: Iterable[dict]) -> dict[str, RoleSpend]:
+    """Roles in the order they first appear."""
+    out: dict[str, RoleSpend] = {}
+    for r in records:
+        s = out.setdefault(str(r.get("role", "?")), RoleSpend(str(r.get("role", "?"))))
+        s.calls += 1
+        s.errors += 1 if r.get("error") else 0
+        s.prompt_tokens += int(r.get("prompt_tokens") or 0)
+        s.completion_tokens += int(r.get("completion_tokens") or 0)
+        if r.get("cost_usd") is not None:
+            s.cost_usd = (s.cost_usd or 0.0) + float(r["cost_usd"])
+        model = f"{r.get('backend', '?')}:{r.get('model', '?')}"
+        if model not in s.models:
+            s.models = s.models + (model,)
+    return out
+
+
+def total(spend: dict[str, RoleSpend]) -> RoleSpend:
+    t = RoleSpend("total")
+    for s in spend.values():
+        t.calls += s.calls
+        t.errors += s.errors
+        t.prompt_tokens += s.prompt_tokens
+        t.completion_tokens += s.completion_tokens
+        if s.cost_usd is not None:
+            t.cost_usd = (t.cost_usd or 0.0) + s.cost_usd
+    return t

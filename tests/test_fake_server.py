@@ -1,0 +1,130 @@
+"""The fake OpenAI-compatible server's fault injection, driven by the real openai client through
+the router (retries, Retry-After, timeouts), and its command line."""
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from mstar.config import RoleConfig
+from mstar.fake_server import FAULT_KINDS, FakeOpenAIServer, Faults, scripted_responder
+from mstar.llm.openai_backend import OpenAIBackend
+from mstar.llm.retry import RetryPolicy
+from mstar.llm.router import LLMRouter, RolePolicy
+from mstar.llm.types import EmptyCompletionError, LLMError, TruncatedCompletionError
+from mstar.llm.offline_backend import OfflineBackend
+
+MSG = [{"role": "user", "content": "what is the capital of France?"}]
+
+
+def serve(faults, replies=("Paris is the capital.",) * 4, timeout_s=5.0, **kw):
+    srv = FakeOpenAIServer(scripted_responder(list(replies)), faults=faults, **kw).__enter__()
+    backend = OpenAIBackend("task", RoleConfig(backend="openai", model="m", base_url=srv.base_url,
+                                               timeout_s=timeout_s), env={})
+    others = {r: OfflineBackend(r) for r in ("reflector", "toolkit", "judge")}
+    router = LLMRouter({"task": backend, **others},
+                       policies={"task": RolePolicy(retry=RetryPolicy(max_retries=3, backoff_s=0.01))})
+    return srv, router
+
+
+@pytest.mark.parametrize("kind,error_text", [("rate_limit", "HTTP 429"), ("server_error", "HTTP 500"),
+                                             ("malformed", "unreadable response")])
+def test_transient_faults_are_retried_and_recorded(kind, error_text):
+    srv, router = serve(Faults(script=[kind], retry_after_s=0.05))
+    try:
+        assert router.text("task", MSG) == "Paris is the capital."
+    finally:
+        srv.__exit__(None, None, None)
+    rec = router.records[-1]
+    assert rec.retries == 1 and rec.error is None and error_text in rec.attempt_errors[0]
+    assert len(srv.requests) == 2 and srv.stats() == {"requests": 2, "faults": {kind: 1}}
+
+
+def test_retry_after_is_honoured():
+    srv, router = serve(Faults(script=["rate_limit"], retry_after_s=0.4))
+    try:
+        t0 = time.perf_counter()
+        router.text("task", MSG)
+        waited = time.perf_counter() - t0
+    finally:
+        srv.__exit__(None, None, None)
+    assert waited >= 0.4
+    assert router.records[-1].retries == 1
+
+
+def test_a_hang_past_the_timeout_is_cut_and_retried():
+    srv, router = serve(Faults(script=["hang"], hang_s=3.0), timeout_s=0.4)
+    try:
+        t0 = time.perf_counter()
+        assert router.text("task", MSG) == "Paris is the capital."
+        took = time.perf_counter() - t0
+    finally:
+        srv.__exit__(None, None, None)
+    assert took < 2.5                       # the client did not wait out the 3 s hang
+    assert "timed out after 0.4s" in router.records[-1].attempt_errors[0]
+
+
+def test_empty_and_truncated_completions_reach_the_caller_without_retry():
+    srv, router = serve(Faults(script=["empty", "truncated"]))
+    try:
+        with pytest.raises(EmptyCompletionError, match="empty completion"):
+            router.text("task", MSG)
+        with pytest.raises(TruncatedCompletionError):
+            router.text("task", MSG)
+    finally:
+        srv.__exit__(None, None, None)
+    assert len(srv.requests) == 2
+    assert all(r.error and r.retries == 0 for r in router.records[-2:])
+
+
+def test_persistent_faults_give_up_after_three_retries():
+    srv, router = serve(Faults(rate=1.0, kinds=("server_error",)))
+    try:
+        with pytest.raises(LLMError, match="gave up after 4 attempt"):
+            router.text("task", MSG)
+    finally:
+        srv.__exit__(None, None, None)
+    assert len(srv.requests) == 4 and router.records[-1].retries == 3
+
+
+def test_latency_is_simulated_and_faults_draw_deterministically():
+    srv = FakeOpenAIServer(scripted_responder(["a reply of some length"]), latency_s=0.25).__enter__()
+    try:
+        backend = OpenAIBackend("task", RoleConfig(backend="openai", model="m", base_url=srv.base_url), env={})
+        t0 = time.perf_counter()
+        backend.complete(MSG)
+        assert time.perf_counter() - t0 >= 0.25
+    finally:
+        srv.__exit__(None, None, None)
+    f = Faults(rate=0.2, seed=3)
+    picks = [f.pick(n) for n in range(2000)]
+    assert picks == [Faults(rate=0.2, seed=3).pick(n) for n in range(2000)]
+    share = sum(p is not None for p in picks) / len(picks)
+    assert 0.17 < share < 0.23 and set(p for p in picks if p) == set(FAULT_KINDS)
+
+
+def test_bad_fault_settings_are_named():
+    with pytest.raises(ValueError, match="unknown fault kind"):
+        Faults(kinds=("lag",))
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        Faults(rate=2)
+
+
+def test_command_line_server_serves_the_offline_models_and_stats():
+    proc = subprocess.Popen([sys.executable, "-m", "mstar.fake_server", "--latency", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        backend = OpenAIBackend("judge", RoleConfig(backend="openai", model="offline-task", base_url=url), env={})
+        prompt = ("<task>answer</task>\n<retrieved_memory>\nAnna moved to Lisbon in May.\n</retrieved_memory>\n"
+                  "<question>\nWhere did Anna move?\n</question>\n<instruction>\nBe short.\n</instruction>")
+        reply = backend.complete([{"role": "user", "content": prompt}])
+        assert "Lisbon" in reply.text
+        with urllib.request.urlopen(f"{url}/stats", timeout=5) as resp:
+            assert json.load(resp) == {"requests": 1, "faults": {}}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
