@@ -24,7 +24,6 @@ from task outcomes (success/failure); episodes here have none, so every episode 
 support. Both LLM steps (insight update on write, sparsification on read) get one call each.
 """
 import json
-import re
 from dataclasses import dataclass, field
 
 INSTRUCTION_KNOWLEDGE_ITEM = (

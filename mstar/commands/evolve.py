@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from mstar.config import ROLES, EvolutionConfig, LLMConfig, RoleConfig, RunConfig
+from mstar.config import ROLES, EvolutionConfig, LLMConfig, RunConfig
 from mstar.llm.live import both, cache_line
 from mstar.progress import ProgressPrinter  # noqa: F401  (re-exported: it used to live here)
 
