@@ -55,7 +55,7 @@ def cmd_baselines(args) -> int:
     from mstar.llm.router import LLMRouter
     from mstar.llm.types import LLMError
     from mstar.programs import load_program_source
-    from mstar.tasks import TaskError, load_task
+    from mstar.commands import load_task_or_report
 
     try:
         programs = parse_programs(args.programs)
@@ -64,10 +64,8 @@ def cmd_baselines(args) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
-    try:
-        task = load_task(args.task, args.data)
-    except (TaskError, FileNotFoundError, ValueError) as exc:
-        print(f"mstar: cannot load task {args.task!r}: {exc}", file=sys.stderr)
+    task = load_task_or_report(args.task, args.data)
+    if task is None:
         return 2
     try:
         router = LLMRouter.from_config(resolve_llm(args), seed=args.seed)

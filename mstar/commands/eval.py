@@ -63,17 +63,15 @@ def cmd_eval(args) -> int:
     from mstar.llm.types import LLMError
     from mstar.programs import load_program_source
     from mstar.runs import atomic_write_text
-    from mstar.tasks import TaskError, load_task
+    from mstar.commands import load_task_or_report
 
     try:
         label, source = load_program_source(args.program)
     except (ValueError, FileNotFoundError) as exc:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
-    try:
-        task = load_task(args.task, args.data, theme=args.theme, metric=args.metric)
-    except (TaskError, FileNotFoundError, ValueError) as exc:
-        print(f"mstar: cannot load task {args.task!r}: {exc}", file=sys.stderr)
+    task = load_task_or_report(args.task, args.data, theme=args.theme, metric=args.metric)
+    if task is None:
         return 2
     queries, episodes = _queries_and_episodes(task, args)
     if not queries:

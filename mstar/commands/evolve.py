@@ -116,7 +116,7 @@ def _embed_cache(value: str | None) -> str | None:
 
 def cmd_evolve(args) -> int:
     from mstar.runs import RunStore
-    from mstar.tasks import TaskError, load_task
+    from mstar.commands import load_task_or_report
 
     from mstar.llm.settings import ConfigError
     try:
@@ -124,10 +124,8 @@ def cmd_evolve(args) -> int:
     except ConfigError as exc:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
-    try:
-        task = load_task(cfg.task, cfg.data, theme=cfg.theme, metric=cfg.metric)
-    except (TaskError, FileNotFoundError, ValueError) as exc:
-        print(f"mstar: cannot load task {cfg.task!r}: {exc}", file=sys.stderr)
+    task = load_task_or_report(cfg.task, cfg.data, theme=cfg.theme, metric=cfg.metric)
+    if task is None:
         return 2
     from mstar.embed import make_embedder
     try:  # a missing embedding model fails here, before a run folder exists (loading is lazy)

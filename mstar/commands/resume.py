@@ -23,7 +23,7 @@ def cmd_resume(args) -> int:
     from mstar.progress import ProgressPrinter
     from mstar.resume import load_state, prior_spend, repair_tails, resume_run
     from mstar.runs import RunFormatError, RunLockedError, RunStore, find_run
-    from mstar.tasks import TaskError, load_task
+    from mstar.commands import load_task_or_report
 
     try:
         store = RunStore(find_run(args.run, args.runs_dir))
@@ -45,11 +45,9 @@ def cmd_resume(args) -> int:
                           max_tokens=args.max_tokens if args.max_tokens is not None else cfg.llm.max_tokens)
             state.config = cfg = replace(cfg, llm=llm)
             store.write_config(cfg.to_dict())  # the folder says which budget the rest ran under
-        try:
-            task = load_task(cfg.task, cfg.data, theme=getattr(cfg, "theme", None),
-                             metric=getattr(cfg, "metric", None))
-        except (TaskError, FileNotFoundError, ValueError) as exc:
-            print(f"mstar: cannot load task {cfg.task!r}: {exc}", file=sys.stderr)
+        task = load_task_or_report(cfg.task, cfg.data, theme=getattr(cfg, "theme", None),
+                                   metric=getattr(cfg, "metric", None))
+        if task is None:
             return 2
         try:
             router = LLMRouter.from_config(
