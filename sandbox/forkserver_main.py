@@ -70,6 +70,7 @@ def preload() -> list[str]:
     names = [*PRELOAD, *worker.LAZY_STDLIB]
     for name in names:
         importlib.import_module(name)
+    worker.prepare_in_server()
     return names
 
 
@@ -197,9 +198,12 @@ class ForkServer:
         self.kill(pid)
 
     def reap(self, block: bool = False) -> None:
-        while self.status_fds:
+        """Collect exited children. Besides the workers' keepers these include orphans: when a
+        group kill ends a keeper and its worker together, the worker is re-parented to us (we
+        are the child subreaper), and nobody else would reap it."""
+        while True:
             try:
-                pid, raw = os.waitpid(-1, 0 if block else os.WNOHANG)
+                pid, raw = os.waitpid(-1, 0 if block and self.status_fds else os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
@@ -330,6 +334,7 @@ def main(argv: list[str] | None = None) -> None:
 
         # Exits at once if the engine is gone; also resolves libc for prctl once, for every child.
         limits.set_parent_death_signal(args.parent_pid)
+        limits.become_subreaper()
         # Before preload starts anything: the server itself never has a network either (each
         # worker still enters a namespace of its own, so workers cannot reach one another).
         try:

@@ -19,6 +19,7 @@ import logging
 import os
 import select
 import signal
+import subprocess
 import threading
 import time
 import weakref
@@ -42,6 +43,7 @@ DEFAULT_ALLOWED_IMPORTS = ("json", "re", "math", "hashlib", "collections", "data
 STARTUP_TIMEOUT_S = 60.0  # interpreter (or fork server) + chromadb warm-up; not program code
 LLM_PROMPT_MAX_CHARS = 200_000
 LLM_REPLY_MAX_CHARS = 1_000_000
+KEEPER_GRACE_S = 2.0
 OUTPUT_TAIL_CHARS = 64_000  # worker stdout/stderr kept for diagnostics, never parsed
 _LOAD_STAGES = ("static", "compile", "import", "init")
 # Layers the engine side itself provides, whatever the worker reports.
@@ -75,6 +77,13 @@ class ProgramSession:
 
     @property
     def pid(self) -> int | None:
+        """The process running the program (as the engine sees it), once started."""
+        return self._worker.program_pid() if self._worker else None
+
+    @property
+    def group_pid(self) -> int | None:
+        """The worker's process group (and the launched process: the worker's keeper when it has
+        a pid namespace of its own)."""
         return self._worker.pid if self._worker else None
 
     def alive(self) -> bool:
@@ -308,6 +317,12 @@ class ProgramSession:
     def _worker_died(self, stage: str) -> None:
         worker = self._worker
         assert worker is not None
+        # The pipe closed because the worker died. Its keeper (sandbox.pidns) then ends the same
+        # way within milliseconds; a group kill now would overwrite that status with SIGKILL.
+        try:
+            worker.proc.wait(timeout=KEEPER_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
         worker.kill_group()  # whatever is left of it; then collect its last words
         poller = select.poll()
         poller.register(worker.output, select.POLLIN)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Protocol
 
+from sandbox import cgroups
 from sandbox.protocol import SandboxLimits
 
 ENGINE_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -41,6 +42,11 @@ REAP_TIMEOUT_S = 10.0
 # Each worker enters a network namespace of its own (spec L6, sandbox.limits.enter_net_namespace).
 # Only benchmarks and debugging turn it off; a worker started without it reports a warning.
 NET_NAMESPACE = True
+# Likewise a pid namespace per worker (sandbox.pidns): the launched process is then the worker's
+# keeper and process-group leader, and the program runs in its child.
+PID_NAMESPACE = True
+# And a cgroup per worker (sandbox.cgroups) where one is writable.
+CGROUP = True
 
 
 class LaunchedWorker(Protocol):
@@ -88,10 +94,24 @@ class WorkerProcess:
     frames_out: int  # engine -> worker frames (non-blocking)
     output: int  # worker stdout+stderr (non-blocking)
     home: str
+    _program_pid: int | None = None
 
     @property
     def pid(self) -> int:
+        """The launched process: the group leader, and the worker's keeper when the worker has a
+        pid namespace (sandbox.pidns)."""
         return self.proc.pid
+
+    def program_pid(self) -> int:
+        """The process that runs the program, as the engine sees it (for /proc and diagnostics)."""
+        if self._program_pid is None:
+            from sandbox.pidns import find_worker
+
+            found = find_worker(self.proc.pid) if self.proc.returncode is None else None
+            if found is None:
+                return self.proc.pid  # no pid namespace: the launched process is the worker
+            self._program_pid = found
+        return self._program_pid
 
     def kill_group(self) -> None:
         """SIGKILL the whole process group. Safe until reaped: the unreaped leader keeps its
@@ -122,6 +142,8 @@ class WorkerProcess:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         shutil.rmtree(self.home, ignore_errors=True)
+        if status is not None:
+            cgroups.remove(self.proc.pid)  # the keeper's own cgroup (sandbox.cgroups), if it made one
         return status
 
 
@@ -133,6 +155,10 @@ def spawn(launcher: Launcher, limits: SandboxLimits) -> WorkerProcess:
             "--parent-pid", str(os.getpid()), "--limits", json.dumps(limits.to_json()), "--home", home]
     if not NET_NAMESPACE:
         args.append("--no-net-namespace")
+    if not PID_NAMESPACE:
+        args.append("--no-pid-namespace")
+    if not CGROUP:
+        args.append("--no-cgroup")
     env = {"PATH": WORKER_PATH, "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8"}
     try:
         proc = launcher.launch(args, env=env, cwd=home, pass_fds=(to_worker_r, from_worker_w))

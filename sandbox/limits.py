@@ -22,6 +22,7 @@ FSIZE_BYTES = 1 << 20  # programs have no file API; this only bounds what host c
 NOFILE = 128  # a warmed-up worker holds ~12 descriptors
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWNET = 0x40000000  # <linux/sched.h>; os.CLONE_NEWNET only exists from Python 3.12
 
 
@@ -90,6 +91,13 @@ def set_parent_death_signal(expected_parent: int) -> str:
     if os.getppid() != expected_parent:
         os._exit(70)
     return "pdeathsig"
+
+
+def become_subreaper() -> None:
+    """Orphans of our descendants come to us, not to the system's init: a worker in a pid
+    namespace has a keeper process above it (sandbox.pidns), and a group kill that ends both
+    leaves the worker for whoever is the nearest subreaper to reap."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def drop_privileges(writable_dir: str) -> str:

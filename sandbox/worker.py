@@ -1,12 +1,16 @@
 """The sandbox worker: one process holding one memory program's knowledge base.
 
 Started by host.py (never imported by the engine). Life of a worker:
+  0. own pid namespace: the launched process stays outside as the keeper (and moves itself, init
+     and the worker into a cgroup of their own meanwhile, sandbox.cgroups), the worker carries on
+     as pid 2 of the new space (sandbox.pidns), with its own /proc;
   1. own network namespace (no network at all), no_new_privs + rlimits (hard == soft),
      faulthandler for crash tails on stderr;
   2. import everything it will ever need and warm chromadb up (one client for the whole life);
   3. "ready" frame -> engine;
-  4. "load": import the engine's allowed modules, drop to uid 65534 (then PDEATHSIG, which a
-     credential change clears), gate + exec the program (sandbox.loader), KnowledgeBase(toolkit);
+  4. "load": import the engine's allowed modules, take the keeper's cgroup report, drop to uid
+     65534 (then PDEATHSIG, which a credential change clears), install the seccomp filter
+     (sandbox.seccomp), gate + exec the program (sandbox.loader), KnowledgeBase(toolkit);
   5. "write"/"read" until the engine kills it. Every program call is wrapped in
      `except BaseException` and reported as an error frame -- SystemExit included.
 
@@ -25,6 +29,7 @@ import traceback
 from typing import Any
 
 from sandbox import limits as oslimits
+from sandbox import cgroups, pidns, seccomp
 from sandbox.protocol import FrameError, SandboxLimits, recv_frame, send_frame
 from sandbox.toolkit import LogSink, OpClock, make_toolkit
 
@@ -71,12 +76,14 @@ def program_error(stage: str, exc: BaseException) -> dict[str, Any]:
 
 class Worker:
     def __init__(self, in_fd: int, out_fd: int, parent_pid: int, limits: SandboxLimits, home: str,
-                 net_namespace: bool = True) -> None:
+                 net_namespace: bool = True, layers: list[str] | None = None,
+                 warnings: list[str] | None = None, keeper_report_fd: int | None = None) -> None:
         self.in_fd, self.out_fd, self.parent_pid = in_fd, out_fd, parent_pid
         self.net_namespace = net_namespace
         self.limits, self.home = limits, home
-        self.layers: list[str] = []
-        self.warnings: list[str] = []
+        self.layers: list[str] = list(layers or [])  # e.g. the pid namespace, entered in main()
+        self.warnings: list[str] = list(warnings or [])
+        self.keeper_report_fd = keeper_report_fd  # the keeper's cgroup report, read before any program code
         self.clock = OpClock()
         self.log = LogSink(limits.max_log_chars)
         self.loaded: Any = None
@@ -94,6 +101,8 @@ class Worker:
 
     def prepare(self) -> None:
         # First: unshare() needs the single thread and the root of this moment (spec L6).
+        if "pid_namespace" in self.layers:
+            self.layer(pidns.mount_private_proc)
         if self.net_namespace:
             self.layer(oslimits.enter_net_namespace)
         else:
@@ -118,10 +127,13 @@ class Worker:
         from sandbox.toolkit_chroma import make_chroma
         from sandbox.toolkit_db import make_database
 
-        client = chromadb.EphemeralClient(Settings(anonymized_telemetry=False, allow_reset=False))
+        forked = _SERVER_SETTINGS is not None
+        settings = _SERVER_SETTINGS if forked else Settings(anonymized_telemetry=False, allow_reset=False)
+        client = chromadb.EphemeralClient(settings)
         embedding = HashingEmbeddingFunction()
         chroma = make_chroma(client, embedding)
-        _warm_up(chroma)
+        if not forked:  # a fork server imported all of it already (prepare_in_server)
+            _warm_up(chroma)
         return make_toolkit(make_database(self.clock), chroma, self.log, self.ask_engine)
 
     def ask_engine(self, messages: list[dict[str, str]]) -> dict[str, Any]:
@@ -176,8 +188,16 @@ class Worker:
                 importlib.import_module(name)
             except ImportError:
                 pass  # the loader reports a missing module when a program imports it
+        if self.keeper_report_fd is not None:  # long written by now: the keeper started with us
+            layers, warnings = pidns.read_keeper_report(self.keeper_report_fd)
+            self.keeper_report_fd = None
+            self.layers += layers
+            self.warnings += warnings
         self.layer(oslimits.drop_privileges, self.home)
         self.layer(oslimits.set_parent_death_signal, self.parent_pid)
+        # Last, just before program code first runs: every import and thread start that needs a
+        # refused call (exec for ldconfig, say) has happened by now.
+        self.layer(seccomp.install_filter)
         if self.loader is None:
             return {"ok": False, "error": error("import", "runtime", "loader missing", self.loader_error)}
         send_frame(self.out_fd, {"op": "stage", "stage": "import"})
@@ -238,6 +258,22 @@ class Worker:
         return {"ok": True, "output": output}
 
 
+# Set in a fork server by prepare_in_server(): chromadb's Settings, built once for every worker
+# forked from it (pydantic reads the environment and a .env: ~6 ms per worker otherwise).
+_SERVER_SETTINGS: Any = None
+
+
+def prepare_in_server() -> None:
+    """Called by the fork server after its imports: what every forked worker would otherwise
+    redo. A worker forked after this skips `_warm_up`: the server has imported every module the
+    warm-up would pull in (tests/test_sandbox_forkserver.py checks that no collection method
+    imports anything new), and that warm-up costs ~45 ms of the ~90 ms to a ready worker."""
+    global _SERVER_SETTINGS
+    from chromadb.config import Settings
+
+    _SERVER_SETTINGS = Settings(anonymized_telemetry=False, allow_reset=False)
+
+
 def _warm_up(chroma: Any) -> None:
     """Exercise every collection method once so chromadb's lazy imports happen while the worker
     can still read the interpreter's files (before the uid drop)."""
@@ -256,6 +292,18 @@ def _warm_up(chroma: Any) -> None:
     chroma.delete_collection("mstar_warm_up")
 
 
+def _cgroup_joiner(memory_mb: int) -> pidns.KeeperTask:
+    """The keeper's task (sandbox.pidns): worker, init and keeper into a new cgroup. Called with
+    (0, 0) by a worker without a keeper: then only the caller itself moves."""
+    def join(worker_pid: int, init_pid: int) -> str:
+        members = [pid for pid in (worker_pid, init_pid) if pid] + [0]  # 0: the writer itself
+        try:
+            return "layer:" + cgroups.join_worker_cgroup(memory_mb, members)
+        except oslimits.LayerUnavailable as exc:
+            return f"warning:join_worker_cgroup: {exc}"
+    return join
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="sandbox.worker")
     parser.add_argument("--in-fd", type=int, required=True)
@@ -264,10 +312,31 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limits", required=True, help="SandboxLimits as JSON")
     parser.add_argument("--home", required=True, help="the worker's own writable directory")
     parser.add_argument("--no-net-namespace", action="store_true", help="stay in the parent's network namespace")
+    parser.add_argument("--no-pid-namespace", action="store_true", help="stay in the parent's pid namespace")
+    parser.add_argument("--no-cgroup", action="store_true", help="stay in the parent's cgroup")
     args = parser.parse_args(argv)
+    layers, warnings, parent_pid = [], [], args.parent_pid
+    limits = SandboxLimits(**json.loads(args.limits))
+    join_cgroup = None if args.no_cgroup else _cgroup_joiner(limits.memory_mb)
+    if args.no_cgroup:
+        warnings.append("join_worker_cgroup: switched off by the engine (sandbox.launch.CGROUP)")
+    report_fd = None
+    if args.no_pid_namespace:
+        warnings.append("enter_pid_namespace: switched off by the engine (sandbox.launch.PID_NAMESPACE)")
+    else:  # before anything else: from here on only the worker runs this code (see sandbox.pidns)
+        try:  # the keeper moves keeper, init and worker into the cgroup while the worker starts
+            layer, report_fd = pidns.enter_pid_namespace(args.parent_pid, join_cgroup)
+            layers.append(layer)
+            parent_pid = pidns.PARENT_OUTSIDE
+        except oslimits.LayerUnavailable as exc:
+            warnings.append(f"enter_pid_namespace: {exc}")
+    if join_cgroup is not None and report_fd is None:  # no keeper: join now, alone
+        kind, _, text = join_cgroup(0, 0).partition(":")
+        (layers if kind == "layer" else warnings).append(text)
     faulthandler.enable(file=sys.stderr)  # a segfault leaves a Python traceback in the log tail
-    worker = Worker(args.in_fd, args.out_fd, args.parent_pid, SandboxLimits(**json.loads(args.limits)), args.home,
-                    net_namespace=not args.no_net_namespace)
+    worker = Worker(args.in_fd, args.out_fd, parent_pid, limits, args.home,
+                    net_namespace=not args.no_net_namespace, layers=layers, warnings=warnings,
+                    keeper_report_fd=report_fd)
     try:
         worker.prepare()
     except BaseException:

@@ -93,7 +93,7 @@ class HostileRun:
     logs: dict[str, list[str]] = field(default_factory=dict)  # window -> lines
     llm_calls: list[tuple[str, int]] = field(default_factory=list)  # (window, prompt chars) that reached the LLM
     llm_text: list[str] = field(default_factory=list)
-    worker_pid: int | None = None
+    worker_group: int | None = None  # the process group: keeper, init and worker
     group_left: list[int] = field(default_factory=list)
     marker_dir_left: list[str] = field(default_factory=list)
     worker_output: str = ""
@@ -142,7 +142,7 @@ def run_hostile(path: Path, launcher, limits: SandboxLimits = LIMITS) -> Hostile
                              llm=llm, launcher=launcher)
     try:
         info = session.start()
-        run.worker_pid = session.pid
+        run.worker_group = session.group_pid
         run.logs["load"] = list(info.logs)
         for i in range(2):
             window[0] = f"write#{i}"
@@ -157,13 +157,13 @@ def run_hostile(path: Path, launcher, limits: SandboxLimits = LIMITS) -> Hostile
                        "message": exc.verdict.message, "line": exc.verdict.line}
         run.logs.setdefault(window[0], []).extend(getattr(exc, "logs", None) or [])
     finally:
-        run.worker_pid = run.worker_pid or session.pid
+        run.worker_group = run.worker_group or session.group_pid
         session.close()
         run.worker_output = session.worker_output()
         run.seconds = time.monotonic() - started
-    if run.worker_pid:
+    if run.worker_group:
         deadline = time.monotonic() + 5
-        while (left := processes_in_group(run.worker_pid)) and time.monotonic() < deadline:
+        while (left := processes_in_group(run.worker_group)) and time.monotonic() < deadline:
             time.sleep(0.05)
         run.group_left = left
     run.marker_dir_left = os.listdir(marker_dir)
@@ -232,8 +232,8 @@ def test_hostile_program_is_rejected_or_contained(path, runs):
     for window, lines in run.logs.items():
         assert sum(map(len, lines)) <= LIMITS.max_log_chars + LOG_SLACK, f"log cap broken in {window}"
         assert len(lines) <= MAX_LOG_LINES + 1, f"log line cap broken in {window}"
-    assert run.worker_pid is not None or run.verdict["stage"] == "static"
-    assert run.group_left == [], f"processes of worker group {run.worker_pid} survived: {run.group_left}"
+    assert run.worker_group is not None or run.verdict["stage"] == "static"
+    assert run.group_left == [], f"processes of worker group {run.worker_group} survived: {run.group_left}"
 
 
 def test_llm_budget_attacks_reach_the_llm_once_per_op(runs):

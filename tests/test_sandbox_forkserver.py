@@ -88,8 +88,8 @@ def test_no_secret_reaches_the_server_or_its_workers(monkeypatch):
         with session(GOOD, launcher=launcher) as s:
             s.start()
             server = launcher.server_pid
-            assert ppid_of(s.pid) == server and ppid_of(server) == os.getpid()
-            for pid in (server, s.pid):
+            assert ppid_of(s.group_pid) == server and ppid_of(server) == os.getpid()
+            for pid in (server, s.group_pid, s.pid):
                 environ = open(f"/proc/{pid}/environ", "rb").read()
                 assert SECRET.encode() not in environ and b"OPENAI_API_KEY" not in environ
                 keys = {kv.split(b"=", 1)[0] for kv in environ.split(b"\0") if kv}
@@ -102,7 +102,8 @@ def test_no_secret_reaches_the_server_or_its_workers(monkeypatch):
             worker_fds, server_fds = fd_links(s.pid), fd_links(server)
             assert any(link.startswith("socket:") for link in server_fds)
             assert (worker_fds & server_fds) - {"/dev/null"} == set()
-            assert os.getpgid(s.pid) == s.pid and os.getsid(s.pid) == s.pid
+            assert (fd_links(s.group_pid) & server_fds) - {"/dev/null"} == set()  # nor its keeper
+            assert os.getpgid(s.pid) == s.group_pid == os.getsid(s.pid)
     finally:
         launcher.shutdown()
 
@@ -199,7 +200,7 @@ def test_exit_statuses_come_from_the_server():
 def test_a_dropped_worker_is_killed_by_the_server():
     limits = SandboxLimits()
     worker = spawn(FORK, limits)
-    pid, home = worker.pid, worker.home
+    pid, home = worker.pid, worker.home  # the keeper, and through its group the worker
     for fd in (worker.frames_in, worker.frames_out):
         os.close(fd)
     del worker  # no end(): the server sees the status pipe closed and kills the group
@@ -218,7 +219,7 @@ def test_fallback_when_the_server_cannot_start(monkeypatch):
     lenient = ForkServerLauncher(fallback=SubprocessLauncher())
     with session(GOOD, launcher=lenient) as s:
         s.start()
-        assert ppid_of(s.pid) == os.getpid()  # a fresh interpreter, our own child
+        assert ppid_of(s.group_pid) == os.getpid()  # a fresh interpreter, our own child
     assert "no server here" in lenient.failure and lenient.server_pid is None
 
 
@@ -233,3 +234,34 @@ def test_the_default_launcher_is_the_fork_server_and_can_be_replaced():
     finally:
         set_default_launcher(previous)
     assert default_launcher() is chosen
+
+
+def test_the_servers_preload_leaves_nothing_for_a_forked_worker_to_import():
+    """A forked worker skips the chromadb warm-up (sandbox.worker.prepare_in_server) because the
+    server already imported everything: once it has dropped to nobody it could not read the
+    interpreter's files to import more. Here every collection and database method runs after the
+    server's preload, and not one module may be imported on the way."""
+    from test_sandbox_jail import run_child
+
+    child = run_child('''
+        import sys
+        from sandbox import forkserver_main, worker
+        from sandbox.toolkit import OpClock
+        forkserver_main.preload()
+        assert worker._SERVER_SETTINGS is not None
+        before = set(sys.modules)
+        import chromadb
+        from sandbox.embedding import HashingEmbeddingFunction
+        from sandbox.toolkit_chroma import make_chroma
+        from sandbox.toolkit_db import make_database
+        chroma = make_chroma(chromadb.EphemeralClient(worker._SERVER_SETTINGS), HashingEmbeddingFunction())
+        worker._warm_up(chroma)  # every collection method, with where / where_document / include
+        db = make_database(OpClock())
+        db.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
+        db.executemany("INSERT INTO t VALUES (?, ?)", [("a", 1), ("b", 2)])
+        db.commit()
+        assert db.execute("SELECT k, v FROM t ORDER BY v DESC").fetchall()[0][0] == "b"
+        print(sorted(set(sys.modules) - before))
+    ''')
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == "[]"

@@ -21,6 +21,7 @@ from sandbox.forkserver import ForkServerLauncher
 from sandbox.host import ProgramSession, SandboxError, SandboxLimits
 from sandbox.launch import ENGINE_ROOT, SubprocessLauncher
 
+ROOT = os.geteuid() == 0  # namespaces and the uid drop need it
 FAST = SandboxLimits(call_timeout_s=5.0)
 # No fallback: a fork server that cannot start must fail these tests, not hide behind subprocesses.
 FORK = ForkServerLauncher()
@@ -93,11 +94,17 @@ def ppid_of(pid: int) -> int:
 
 
 def process_gone(pid: int) -> bool:
+    """Not running any more: no such process, or a zombie. A worker in a pid namespace is the
+    child of its keeper; when one group kill ends both, the worker's zombie is re-parented to the
+    nearest subreaper (the fork server, or the system's init for fresh interpreters) to reap."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    return False
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 # --------------------------------------------------------------------------- the happy path
@@ -125,7 +132,7 @@ def test_good_program_loads_writes_and_reads_with_logs(launcher):
         assert s.read({"text": "nurse"}).logs == ["rows=2"]  # ... costs nothing in the worker
         pid, home = s.pid, s._worker.home
         assert os.path.isdir(home)
-    assert process_gone(pid) and not os.path.exists(home)
+    assert wait_gone([pid]) and not os.path.exists(home)  # SIGKILLed threads take a moment
     s.close()  # idempotent
     with pytest.raises(SandboxError) as err:
         s.read({"text": "x"})
@@ -247,7 +254,9 @@ def test_worker_runs_as_nobody_with_hard_limits_and_a_clean_env(probe):
             uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
             assert uid_line.split()[1:] == ["65534"] * 4, (tid, uid_line)
             assert "NoNewPrivs:\t1" in status
-    assert os.getpgid(probe.pid) == probe.pid  # own process group: killpg reaches only the worker
+    # own process group (led by the worker's keeper outside its pid namespace): killpg reaches
+    # the worker and nothing else
+    assert os.getpgid(probe.pid) == probe.group_pid == os.getsid(probe.pid)
     fds = os.listdir(f"/proc/{probe.pid}/fd")
     assert len(fds) < 32  # stdio, two frame pipe ends, chromadb's own; nothing inherited
 
@@ -365,7 +374,7 @@ def test_llm_proxy_serves_one_call_per_op_and_refuses_the_second():
         pid = s.pid
         with pytest.raises(KeyboardInterrupt):  # the engine's own interrupt propagates ...
             s.read({"text": "ctrl-c"})
-        assert process_gone(pid)  # ... and the worker, left mid-op, is not reused
+        assert wait_gone([pid])  # ... and the worker, left mid-op, is not reused
         with pytest.raises(SandboxError, match="worker not running"):
             s.read({"text": "q"})
     assert seen[:2] == [[{"role": "user", "content": "episode one"}],
@@ -420,7 +429,7 @@ def test_infinite_loop_in_read_is_killed_at_the_deadline_and_the_engine_survives
         elapsed = time.monotonic() - t0
         assert (err.value.verdict.stage, err.value.verdict.gate, err.value.verdict.rule) == ("read", "limits", "timeout")
         assert 0.9 < elapsed < 3.0
-        assert process_gone(pid)
+        assert wait_gone([pid])
         with pytest.raises(SandboxError) as again:
             s.write({}, "y")
         assert again.value.verdict.rule == "worker not running"
@@ -511,17 +520,18 @@ sys.path.insert(0, sys.argv[1])
 from test_sandbox_host import GOOD, LAUNCHERS, session
 s = session(GOOD, launcher=LAUNCHERS[sys.argv[2]])
 s.start()
-print(s.pid, getattr(s.launcher, "server_pid", None) or 0, flush=True)
+print(s.pid, s.group_pid, getattr(s.launcher, "server_pid", None) or 0, flush=True)
 time.sleep(60)
 """
 
 
-def run_engine(kind: str) -> tuple[subprocess.Popen, int, int]:
-    """A separate 'engine' process holding one started session; (engine, worker pid, server pid or 0)."""
+def run_engine(kind: str) -> tuple[subprocess.Popen, int, int, int]:
+    """A separate 'engine' process holding one started session; (engine, worker pid, keeper pid,
+    server pid or 0)."""
     engine = subprocess.Popen([sys.executable, "-c", ENGINE_SCRIPT, os.path.dirname(__file__), kind],
                               stdout=subprocess.PIPE, text=True)
-    worker_pid, server_pid = map(int, engine.stdout.readline().split())
-    return engine, worker_pid, server_pid
+    worker_pid, keeper_pid, server_pid = map(int, engine.stdout.readline().split())
+    return engine, worker_pid, keeper_pid, server_pid
 
 
 def wait_gone(pids, seconds: float = 5.0) -> bool:
@@ -533,18 +543,22 @@ def wait_gone(pids, seconds: float = 5.0) -> bool:
 
 def test_worker_dies_with_the_engine(launcher):
     kind = next(k for k, v in LAUNCHERS.items() if v is launcher)
-    engine, worker_pid, server_pid = run_engine(kind)
+    engine, worker_pid, keeper_pid, server_pid = run_engine(kind)
     home = None
     try:
         assert not process_gone(worker_pid)
         home = os.path.realpath(f"/proc/{worker_pid}/cwd")
-        if kind == "fork":  # engine -> server -> worker, each set to die with its parent
-            assert ppid_of(worker_pid) == server_pid and ppid_of(server_pid) == engine.pid
+        # engine -> [server ->] keeper -> worker (the keeper is the worker itself without a pid
+        # namespace), each set to die with its parent
+        if ROOT:
+            assert keeper_pid != worker_pid and ppid_of(worker_pid) == keeper_pid
+        if kind == "fork":
+            assert ppid_of(keeper_pid) == server_pid and ppid_of(server_pid) == engine.pid
         else:
-            assert server_pid == 0 and ppid_of(worker_pid) == engine.pid
+            assert server_pid == 0 and ppid_of(keeper_pid) == engine.pid
     finally:
         engine.kill()  # no close(), no finalizer, no atexit: only PR_SET_PDEATHSIG can end the worker
         engine.wait()
-    assert wait_gone([worker_pid] + ([server_pid] if server_pid else []))
+    assert wait_gone([worker_pid, keeper_pid] + ([server_pid] if server_pid else []))
     if home and home.startswith(tempfile.gettempdir()):  # nobody was left to remove it
         shutil.rmtree(home, ignore_errors=True)

@@ -34,6 +34,24 @@ def run_child(code: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-I", "-c", boot, *args], capture_output=True, text=True, timeout=60)
 
 
+def try_unprivileged(call: str) -> str:
+    """Run `call` (an expression over sandbox.<module> names) in a fresh child that first drops to
+    nobody when it is root; what it printed: "unavailable: <why>" or "ok: <result>"."""
+    child = run_child(f'''
+        import os
+        from sandbox import cgroups, limits, pidns, seccomp
+        if os.geteuid() == 0:
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+        try:
+            print("ok:", {call})
+        except limits.LayerUnavailable as exc:
+            print("unavailable:", exc)
+    ''')
+    assert child.returncode == 0, child.stderr
+    return child.stdout.strip()
+
+
 @pytest.fixture
 def listener():
     """A TCP listener of the engine on 127.0.0.1 (what a program with a network could reach)."""
@@ -110,17 +128,8 @@ def test_a_jailed_child_cannot_connect_to_the_engine(listener):
 
 @needs_root
 def test_unavailable_when_not_root_or_not_single_threaded():
-    not_root = run_child('''
-        import os
-        from sandbox import limits
-        os.setresgid(65534, 65534, 65534)
-        os.setresuid(65534, 65534, 65534)
-        try:
-            limits.enter_net_namespace()
-        except limits.LayerUnavailable as exc:
-            print("unavailable:", exc)
-    ''')
-    assert "unavailable: unshare(CLONE_NEWNET) failed: Operation not permitted" in not_root.stdout, not_root.stderr
+    not_root = try_unprivileged("limits.enter_net_namespace()")
+    assert not_root == "unavailable: unshare(CLONE_NEWNET) failed: Operation not permitted"
     threaded = run_child('''
         import threading
         from sandbox import limits

@@ -1,0 +1,175 @@
+"""The OS jail, part two (spec L6): every worker in a pid namespace of its own, with its own /proc.
+
+Programs cannot reach os or signal, so this is proven from outside -- /proc/<pid>/status (NSpid),
+/proc/<pid>/ns/pid, and the worker's own view of /proc through /proc/<pid>/root -- and by fresh
+children that apply the same helper and then try what a program with os would try. Exit
+statuses must survive the keeper in between (the cpu-limit and SIGTERM cases are in
+test_sandbox_host.py and test_sandbox_forkserver.py).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+import sandbox.launch as launch
+from sandbox.host import SandboxError
+from test_sandbox_host import FORK, GOOD, LAUNCHERS, LOOPS, ROOT, session, wait_gone
+from test_sandbox_jail import run_child, try_unprivileged
+
+needs_root = pytest.mark.skipif(not ROOT, reason="pid namespaces need CAP_SYS_ADMIN here")
+
+
+def status_fields(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/status") as f:
+        return {k: v.strip() for k, v in (line.split(":", 1) for line in f if ":" in line)}
+
+
+def pid_ns(pid: int | str) -> str:
+    return os.readlink(f"/proc/{pid}/ns/pid")
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if status_fields(int(entry)).get("PPid") == str(pid):
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+@needs_root
+@pytest.mark.parametrize("name", sorted(LAUNCHERS))
+def test_each_worker_is_pid_2_of_its_own_namespace_and_sees_only_it(name):
+    with session(GOOD, launcher=LAUNCHERS[name]) as a, session(GOOD, launcher=LAUNCHERS[name]) as b:
+        infos = [a.start(), b.start()]
+        a.write({"topic": "t"}, "a dog named Rex")
+        assert a.read({"text": "dog"}).output == "a dog named Rex"
+        engine = pid_ns("self")
+        for s, info in zip((a, b), infos):
+            assert {"pid_namespace", "private_proc"} <= set(info.layers)
+            assert info.warnings == []
+            worker, keeper = s.pid, s.group_pid
+            assert worker != keeper
+            assert status_fields(worker)["NSpid"].split() == [str(worker), "2"]
+            assert status_fields(keeper)["NSpid"].split() == [str(keeper)]  # the keeper stays out here
+            assert pid_ns(keeper) == engine != pid_ns(worker)
+            # the worker's /proc (seen through its own root) lists its namespace: init and itself
+            seen = {int(e) for e in os.listdir(f"/proc/{worker}/root/proc") if e.isdigit()}
+            assert seen == {1, 2}
+            # the keeper's other child is that init: pid 1 there, cat on a pipe, no other descriptor
+            init = [c for c in children_of(keeper) if c != worker]
+            assert len(init) == 1 and status_fields(init[0])["NSpid"].split()[-1] == "1"
+            assert open(f"/proc/{init[0]}/cmdline").read() == "cat\0"
+            assert sorted(os.listdir(f"/proc/{init[0]}/fd")) == ["0", "1", "2"]
+            assert os.readlink(f"/proc/{init[0]}/fd/0").startswith("pipe:")
+            assert open(f"/proc/{init[0]}/environ").read() == ""
+            assert status_fields(worker)["Uid"].split()[0] == "65534"
+        assert pid_ns(a.pid) != pid_ns(b.pid)  # no shared namespace: workers cannot see each other
+        # the mount of that /proc stayed inside the worker: the engine's mount table is unchanged
+        assert sum(" /proc " in line for line in open("/proc/self/mountinfo")) == 1
+
+
+@needs_root
+def test_killing_the_keeper_or_init_ends_the_worker_and_the_engine_says_so():
+    for victim in ("keeper", "init"):
+        with session(LOOPS, launcher=FORK) as s:
+            s.start()
+            worker, keeper = s.pid, s.group_pid
+            target = keeper if victim == "keeper" else next(c for c in children_of(keeper) if c != worker)
+            os.kill(target, signal.SIGKILL)  # one process only, not the group
+            assert wait_gone([worker]), victim  # init by PR_SET_PDEATHSIG; the namespace dies with it
+            with pytest.raises(SandboxError) as err:
+                s.write({}, "x")
+            assert err.value.verdict.rule == "worker died", victim
+
+
+JAILED = '''
+    import os, signal, sys
+    from sandbox import pidns
+    engine = int(sys.argv[1])
+    layer, report = pidns.enter_pid_namespace(engine)  # from here on: the worker, pid 2
+    print(layer, os.getpid(), os.getppid(), report, flush=True)
+    try:
+        os.kill(engine, 0)
+        print("engine reachable", flush=True)
+    except ProcessLookupError:
+        print("engine unreachable", flush=True)
+    how = sys.argv[2]
+    if how == "exit":
+        sys.exit(7)
+    os.kill(os.getpid(), getattr(signal, how))
+'''
+
+
+@needs_root
+@pytest.mark.parametrize("how, code", [("exit", 7), ("SIGSEGV", -signal.SIGSEGV), ("SIGTERM", -signal.SIGTERM),
+                                       ("SIGXCPU", -signal.SIGXCPU)])
+def test_the_keeper_ends_the_way_its_worker_ended(how, code):
+    child = run_child(JAILED, str(os.getpid()), how)
+    assert child.returncode == code, child.stderr
+    first, second = child.stdout.splitlines()[:2]
+    assert first == "pid_namespace 2 0 None"  # pid 2, its parent (the keeper) outside; no task
+    # our pid cannot name anything outside its namespace (2 would name itself, 1 its init)
+    assert second == "engine unreachable" or os.getpid() in (1, 2)
+
+
+def test_not_root_means_no_pid_namespace_and_a_warning():
+    # still one process: the caller goes on as the worker, outside any new namespace
+    outcome = try_unprivileged("pidns.enter_pid_namespace(os.getppid()), os.getpid() != 2")
+    assert outcome == "unavailable: unshare(CLONE_NEWPID) failed: Operation not permitted"
+
+
+def test_switching_the_pid_namespace_off_is_reported(monkeypatch):
+    monkeypatch.setattr(launch, "PID_NAMESPACE", False)
+    with session(GOOD, launcher=FORK) as s:
+        info = s.start()
+        assert "pid_namespace" not in info.layers and "private_proc" not in info.layers
+        assert any(w.startswith("enter_pid_namespace: switched off") for w in info.warnings)
+        assert s.pid == s.group_pid  # one process again: the launched one runs the program
+        if ROOT:
+            assert pid_ns(s.pid) == pid_ns("self")
+        s.write({"topic": "t"}, "hello")
+
+
+@needs_root
+def test_a_worker_killed_by_the_deadline_leaves_no_process_behind():
+    with session(LOOPS, launcher=FORK) as s:
+        s.start()
+        worker, keeper = s.pid, s.group_pid
+        init = next(c for c in children_of(keeper) if c != worker)
+        s.close()
+    assert wait_gone([worker, keeper, init])
+    deadline = time.monotonic() + 5  # the fork server (a child subreaper) reaps the re-parented
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in (worker, keeper, init)):
+        time.sleep(0.05)  # worker and init too: no zombie is left for the system's init
+    assert not any(os.path.exists(f"/proc/{p}") for p in (worker, keeper, init))
+
+
+KEEPER_TASK = '''
+    import os, sys
+    from sandbox import pidns
+    def task(worker, init):
+        if sys.argv[1] == "raise":
+            raise RuntimeError("no cgroup today")
+        # the keeper sees both by their pids in its own (the engine's) namespace
+        ns = [open(f"/proc/{p}/status").read().split("NSpid:")[1].splitlines()[0].split()[-1]
+              for p in (worker, init)]
+        return "layer:task saw " + " ".join(ns)
+    layer, report = pidns.enter_pid_namespace(os.getppid(), task)
+    print(pidns.read_keeper_report(report), flush=True)
+'''
+
+
+@needs_root
+@pytest.mark.parametrize("how, report", [("ok", "(['task saw 2 1'], [])"),
+                                         ("raise", "([], ['keeper task failed: RuntimeError: no cgroup today'])")])
+def test_the_keeper_runs_its_task_and_the_worker_reads_the_report(how, report):
+    child = run_child(KEEPER_TASK, how)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == report
