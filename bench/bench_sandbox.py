@@ -2,8 +2,9 @@
 
     /work/venv/bin/python bench/bench_sandbox.py [--starts 10] [--ops 200]
 
-For each launcher (fork server, fresh interpreter), with the OS jail (each worker in a network
-namespace of its own, sandbox.launch.NET_NAMESPACE) on and off:
+For each launcher (fork server, fresh interpreter), with the OS jail on and off -- each worker in
+a cgroup, a pid namespace (with its keeper and init processes) and a network namespace of its
+own: sandbox.launch.CGROUP, PID_NAMESPACE and NET_NAMESPACE. The seccomp filter is on in both:
   cold    the first start with a new launcher (for the fork server: includes starting the server)
   warm    median and 90th percentile over --starts further starts
   ready   spawn -> the worker's "ready" frame (LoadInfo.ready_s)
@@ -88,28 +89,32 @@ def p90(values: list[float]) -> float:
 def bench(name: str, launcher, starts: int, ops: int) -> list[dict[str, str]]:
     """Two rows, jail on and off. Warm starts alternate on/off so that load drifting on a busy
     machine hits both alike; the cold start (default: jail on) is in the first row only."""
-    launch.NET_NAMESPACE = True
+    set_jail(True)
     cold_ready, cold_total = start_once(launcher)
     warm: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
     for _ in range(starts):
         for jail in (True, False):
-            launch.NET_NAMESPACE = jail
+            set_jail(jail)
             warm[jail].append(start_once(launcher))
     rows = []
     ms = lambda s: f"{s * 1000:.0f} ms"  # noqa: E731
     us = lambda s: f"{s * 1e6:.0f} µs"  # noqa: E731
     for jail in (True, False):
-        launch.NET_NAMESPACE = jail
+        set_jail(jail)
         write, read = round_trips(launcher, ops)
         ready = [r for r, _ in warm[jail]]
         total = [t for _, t in warm[jail]]
-        rows.append({"launcher": name, "jail": "net ns" if jail else "off",
+        rows.append({"launcher": name, "jail": "cgroup+pid+net" if jail else "off",
                      "cold ready": ms(cold_ready) if jail else "-", "cold start": ms(cold_total) if jail else "-",
                      "warm ready (med/p90)": f"{ms(statistics.median(ready))} / {ms(p90(ready))}",
                      "warm start (med/p90)": f"{ms(statistics.median(total))} / {ms(p90(total))}",
                      "write rtt": us(write), "read rtt": us(read)})
-    launch.NET_NAMESPACE = True
+    set_jail(True)
     return rows
+
+
+def set_jail(on: bool) -> None:
+    launch.NET_NAMESPACE = launch.PID_NAMESPACE = launch.CGROUP = on
 
 
 def main() -> None:
