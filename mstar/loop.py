@@ -92,7 +92,7 @@ class Evolution:
     # ------------------------------------------------------------ phases
     def evaluate_seeds(self) -> None:
         for name in self.cfg.seeds:
-            t0, mark = time.perf_counter(), self.router.mark()
+            t0, mark, replay_mark = time.perf_counter(), self.router.mark(), self.router.replay_mark()
             label, source = load_program_source(name)
             pid = f"seed_{label}"
             if pid in self.pool:  # evaluated before a crash (resumed run)
@@ -113,7 +113,7 @@ class Evolution:
 
     def iterate(self, iteration: int) -> None:
         ev = self.cfg.evolution
-        t0, mark = time.perf_counter(), self.router.mark()
+        t0, mark, replay_mark = time.perf_counter(), self.router.mark(), self.router.replay_mark()
         rng = iteration_rng(ev.seed, iteration)
         parent = self.pool.entries[select.softmax_sample(self.pool.scores(), ev.tau, rng)]
         batch = self.split.rotating(iteration)
@@ -157,6 +157,7 @@ class Evolution:
         self._remember_failure(parent.program_id, iteration, outcome, record.get("delta"))
         record["best_static_score"] = self.pool.best().static_score
         record["llm"] = self.router.since(mark)
+        record["replay_keys"] = self.router.replay_since(replay_mark)  # for resume (mstar.resume)
         timing["gates_s"] = round(outcome.gate_seconds, 3)
         record["timing"] = timing
         record["seconds"] = round(time.perf_counter() - t0, 3)

@@ -8,6 +8,8 @@ appended line. So the run folder alone says where to continue:
                     programs/<id>.py, scores and titles from the events);
 - failure memory  = the loop's own rule replayed over the iteration events, in order;
 - the split       = split.json (checked against the task, which must not have changed);
+- replay counters = the reflector's cache replays the n-th identical prompt's n-th reply; each
+                    iteration event lists the prompts it asked, so the counts are restored;
 - the counter     = the first iteration without an event. An iteration that was cut off, even
                     after its child was evaluated, is done again from the start; its random
                     draws depend only on (seed, iteration) (loop.iteration_rng), so it makes
@@ -116,6 +118,7 @@ def rebuild(evo, state: RunState, store: RunStore) -> None:
                 pid = ev["program_id"]
                 evo.pool.add(PoolEntry(pid, ev["parent_id"], ev["iteration"], _source(store, pid),
                                        ev["static_score"], ev.get("title", ""), ev.get("per_category") or {}))
+            evo.router.restore_replay(ev.get("replay_keys") or [])
             outcome = MutationOutcome(ev.get("status", "failed"), None, ev.get("title", ""),
                                       ev.get("body", ""), list(ev.get("attempts") or []))
             # Same rule, same order as during the run, so the notes come out identical.

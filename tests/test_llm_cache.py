@@ -83,6 +83,26 @@ def test_replay_mode_gives_fresh_answers_within_a_run_and_replays_them_in_the_ne
         assert len(srv.requests) == 2
 
 
+def test_a_resumed_run_restores_its_replay_counters(tmp_path):
+    """A crash after a completed iteration that asked prompt P once: the resumed process, told
+    what that iteration asked (the iteration event's replay_keys), gets P's *second* reply for
+    its next P -- as the uninterrupted run did -- not the first one again."""
+    cache = ResponseCache(tmp_path / "c")
+    with FakeOpenAIServer(scripted_responder(["one", "two", "three"])) as srv:
+        uninterrupted = _router(srv, cache, "replay")
+        mark = uninterrupted.replay_mark()
+        assert uninterrupted.text("task", MSG) == "one"          # iteration 1
+        completed = uninterrupted.replay_since(mark)
+        assert len(completed) == 1
+        assert uninterrupted.text("task", MSG) == "two"          # iteration 2
+        resumed = _router(srv, cache, "replay")
+        resumed.restore_replay(completed)                        # iteration 1 was on disk
+        assert resumed.text("task", MSG) == "two"                # iteration 2, redone: same reply
+        forgetful = _router(srv, cache, "replay")
+        assert forgetful.text("task", MSG) == "one"              # what a resume without them got
+        assert len(srv.requests) == 2                            # every redo came from the cache
+
+
 def test_many_processes_share_one_cache_file(tmp_path):
     script = textwrap.dedent(f"""
         import sys

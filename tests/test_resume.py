@@ -43,10 +43,13 @@ def _kill_run(out: Path, after_lines: int, delay: float, record: dict) -> None:
             return
 
 
-def _kill_once(out: Path, after_lines: int, delay: float, record: dict) -> None:
+def _kill_once(out: Path, after_lines: int, delay: float, record: dict,
+               command: list[str] | None = None) -> None:
+    """Run `command` (default: a new run into `out`) and SIGKILL it as _kill_run describes."""
     env = {**os.environ, "PYTHONHASHSEED": str(random.randint(1, 10_000))}  # another hash seed each time
-    proc = subprocess.Popen([sys.executable, "evolve.py", *SMALL_ARGS, "--out", str(out), "--quiet"], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    command = command or [sys.executable, "evolve.py", *SMALL_ARGS, "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
     deadline = time.monotonic() + 120
     try:
         while proc.poll() is None and time.monotonic() < deadline:
@@ -107,6 +110,23 @@ def test_sigkill_at_random_points_then_resume_gives_the_same_lineage(tmp_path, t
     assert landed == TRIALS >= 10, records
 
 
+def test_a_killed_resume_is_resumed_too(tmp_path, tmp_path_factory, capsys):
+    """Killed during iteration 2, resumed, the resume killed during iteration 4, resumed again:
+    still the uninterrupted run's lineage, and both resumes on record."""
+    baseline = lineage(small_run(tmp_path_factory))
+    record: dict = {}
+    _kill_run(tmp_path / "run", 4, 0.2, record)
+    run = Path(record["folder"])
+    assert record["returncode"] == -signal.SIGKILL and record["lines_at_kill"] < 6, record
+    resume = [sys.executable, "-m", "mstar.cli", "resume", str(run), "--quiet"]
+    second: dict = {}
+    _kill_once(run, 6, 0.2, second, command=resume)
+    assert second["returncode"] == -signal.SIGKILL and second["lines_at_kill"] < FINAL_EVENTS, second
+    assert main(["resume", str(run), "--quiet"]) == 0, capsys.readouterr().err[-2000:]
+    assert lineage(run) == baseline
+    assert len((run / "resumes.jsonl").read_text().splitlines()) == 2
+
+
 def test_partial_last_line_and_evaluated_but_unrecorded_iteration(tmp_path, tmp_path_factory, capsys):
     """Killed while appending iteration 3's event: its child was already evaluated and its files
     written (they are left in place), the event is half a line, and so is the last usage record."""
@@ -129,6 +149,50 @@ def test_partial_last_line_and_evaluated_but_unrecorded_iteration(tmp_path, tmp_
     assert resumes[-1]["next_iteration"] == 3 and resumes[-1]["seeds_done"] == 3
     # the usage ledger stays line-per-record: the cut record was dropped, not glued to the next
     assert all(json.loads(l) for l in (run / "llm_usage.jsonl").read_text().splitlines())
+
+
+def test_resume_restores_the_reflectors_replay_counters_from_the_events(tmp_path, tmp_path_factory):
+    """Each iteration event lists the replay-mode prompts it asked (replay_keys); rebuilding a
+    run counts them again, so a redone iteration's n-th identical prompt (a compile-fix prompt an
+    earlier iteration also asked, say) replays the same stored reply as before the crash."""
+    from mstar.llm.router import LLMRouter
+    from mstar.loop import Evolution
+    from mstar.resume import load_split, load_state, rebuild
+    from mstar.tasks import load_task
+
+    src = small_run(tmp_path_factory)
+    run = copy_run(src, tmp_path / "run")
+    events = [json.loads(l) for l in (src / "lineage.jsonl").read_text().splitlines()][:5]  # seeds, it. 1-2
+    assert [e["event"] for e in events] == ["seed"] * 3 + ["iteration"] * 2
+    assert all(e["replay_keys"] == [] for e in events[3:])  # the offline backend is never cached
+    events[3]["replay_keys"] = ["fix-prompt", "first-prompt-1"]
+    events[4]["replay_keys"] = ["fix-prompt"]
+    (run / "lineage.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    store = RunStore(run)
+    state = load_state(store)
+    task = load_task(state.config.task)
+    router = LLMRouter.from_config(state.config.llm, seed=state.config.evolution.seed)
+    evo = Evolution(state.config, task, router, store, split=load_split(store, task))
+    rebuild(evo, state, store)
+    assert router._seen == {"fix-prompt": 2, "first-prompt-1": 1}
+    assert router.replay_since(0) == ["fix-prompt", "first-prompt-1", "fix-prompt"]
+
+
+def test_resume_can_set_a_new_number_of_iterations(tmp_path, tmp_path_factory, capsys):
+    """A run cut off after iteration 2 of 4 goes on to 5 when asked; fewer than are done is refused."""
+    src = small_run(tmp_path_factory)
+    run = copy_run(src, tmp_path / "run")
+    lines = (src / "lineage.jsonl").read_text().splitlines(keepends=True)
+    (run / "lineage.jsonl").write_text("".join(lines[:5]))  # 3 seeds, iterations 1 and 2
+    (run / "summary.json").unlink()
+    assert main(["resume", str(run), "--iterations", "1", "--quiet"]) == 2
+    assert "2 iteration(s) are done already" in capsys.readouterr().err
+    assert main(["resume", str(run), "--iterations", "5", "--quiet"]) == 0
+    events = lineage(run)
+    assert [e.get("iteration") for e in events if e["event"] == "iteration"] == [1, 2, 3, 4, 5]
+    assert events[-1]["event"] == "test"
+    assert events[:7] == lineage(src)[:7]  # the first four iterations are what they were
+    assert json.loads((run / "config.json").read_text())["evolution"]["iterations"] == 5
 
 
 def test_finished_run_is_not_resumed(tmp_path, tmp_path_factory, capsys):

@@ -12,6 +12,8 @@ def register(sub) -> None:
     p.add_argument("--max-usd", type=float, default=None,
                    help="new hard budget in dollars (a run stopped by its budget needs a higher one to go on)")
     p.add_argument("--max-tokens", type=int, default=None, help="new hard budget in billed tokens")
+    p.add_argument("--iterations", type=int, default=None,
+                   help="new total number of iterations (at least as many as are done already)")
     p.add_argument("--quiet", action="store_true", help="print only the final summary")
     p.set_defaults(func=cmd_resume)
 
@@ -45,6 +47,14 @@ def cmd_resume(args) -> int:
                           max_tokens=args.max_tokens if args.max_tokens is not None else cfg.llm.max_tokens)
             state.config = cfg = replace(cfg, llm=llm)
             store.write_config(cfg.to_dict())  # the folder says which budget the rest ran under
+        if args.iterations is not None:
+            done = state.next_iteration - 1
+            if args.iterations < max(done, 1):
+                print(f"mstar: --iterations {args.iterations}: {done} iteration(s) are done already; "
+                      "give that many or more", file=sys.stderr)
+                return 2
+            state.config = cfg = replace(cfg, evolution=replace(cfg.evolution, iterations=args.iterations))
+            store.write_config(cfg.to_dict())
         task = load_task_or_report(cfg.task, cfg.data, theme=getattr(cfg, "theme", None),
                                    metric=getattr(cfg, "metric", None))
         if task is None:

@@ -99,6 +99,7 @@ class LLMRouter:
             self.ledger.on_record = on_usage
         self._sleep = sleep
         self._seen: dict[str, int] = {}          # replay mode: how often each request was asked
+        self._asked: list[str] = []              # ... and in which order (see replay_since)
         self._seen_lock = threading.Lock()
 
     @classmethod
@@ -201,6 +202,28 @@ class LLMRouter:
         self._record(role, resp, kind, errors)
         return resp
 
+    # ------------------------------------------------------------ replay counters, for resume
+    def replay_mark(self) -> int:
+        """Position in the list of replay-mode requests; `replay_since(mark)` lists those after it."""
+        with self._seen_lock:
+            return len(self._asked)
+
+    def replay_since(self, mark: int) -> list[str]:
+        """The replay-mode request keys asked since `mark`, in order. The loop stores them in each
+        iteration event: a resumed run restores its counters from them (`restore_replay`), so the
+        n-th identical prompt still gets the n-th stored reply -- e.g. a compile-fix prompt (which
+        does not name its iteration) that an earlier iteration asked too."""
+        with self._seen_lock:
+            return list(self._asked[mark:])
+
+    def restore_replay(self, keys: list[str]) -> None:
+        """Count `keys` as asked already (what completed iterations asked before a crash)."""
+        with self._seen_lock:
+            for key in keys:
+                if isinstance(key, str):
+                    self._seen[key] = self._seen.get(key, 0) + 1
+                    self._asked.append(key)
+
     def text(self, role: str, messages: list[dict]) -> str:
         return self.call(role, messages, allow_truncated=False).text
 
@@ -213,6 +236,7 @@ class LLMRouter:
             with self._seen_lock:
                 n = self._seen.get(key, 0)
                 self._seen[key] = n + 1
+                self._asked.append(key)
             key = request_key(backend_identity(backend), messages, params, occurrence=n)
         return key
 
