@@ -169,7 +169,7 @@ def score_program(program: str, task: Task, queries: Sequence[QueryItem], *, rou
     # A file is labelled by its stem and never passes for the built-in program of that name.
     label, group = label_and_group(program) if name == program else (name, OTHER_GROUP)
     mark = router.mark() if hasattr(router, "mark") else None
-    res = evaluate(source, list(task.episodes), list(queries), metric=task.metric, router=router,
+    res = evaluate(source, list(task.episodes), list(queries), metric=task.score, router=router,
                    sandbox=sandbox, workers=workers)
     usage = router.since(mark) if mark is not None else {}
     error = None

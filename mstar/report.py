@@ -130,13 +130,16 @@ def _spend(view: RunView) -> str:
         return "<p class='muted'>No LLM calls recorded.</p>"
     t = total(spend)
     priced = (t.cost_usd or 0) > 0 or bool(view.config.get("llm", {}).get("prices"))
+    cached = t.cache_hits > 0  # replies from the response cache: calls, but no tokens spent
     head = "<tr><th>role</th><th>calls</th><th>errors</th><th>prompt tokens</th><th>completion tokens</th>" \
+           + ("<th>cache hits (tokens saved)</th>" if cached else "") \
            + ("<th>cost</th>" if priced else "") + "<th>models</th></tr>"
     rows = ""
     for s in [*spend.values(), t]:
         cost = f"<td class='num'>${(s.cost_usd or 0):.4f}</td>" if priced else ""
+        hits = f"<td class='num'>{s.cache_hits:,} ({s.saved_tokens:,})</td>" if cached else ""
         rows += (f"<tr><th>{_e(s.role)}</th><td class='num'>{s.calls:,}</td><td class='num'>{s.errors:,}</td>"
-                 f"<td class='num'>{s.prompt_tokens:,}</td><td class='num'>{s.completion_tokens:,}</td>{cost}"
+                 f"<td class='num'>{s.prompt_tokens:,}</td><td class='num'>{s.completion_tokens:,}</td>{hits}{cost}"
                  f"<td>{_e(', '.join(s.models))}</td></tr>")
     note = "" if priced else ("<p class='muted'>No prices configured: spend is shown in tokens "
                               f"({format_count(t.tokens)} in all).</p>")

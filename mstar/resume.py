@@ -161,8 +161,9 @@ def resume_run(store: RunStore, state: RunState, task: Task, router, *, progress
 def prior_spend(store: RunStore) -> dict:
     """Calls and tokens recorded before a resume (for the progress line)."""
     records, _ = store.read_jsonl_tolerant("llm_usage.jsonl")
-    out = {"calls": len(records),
-           "tokens": sum(int(r.get("prompt_tokens", 0)) + int(r.get("completion_tokens", 0)) for r in records)}
+    out = {"calls": len(records),  # cache hits are calls, but their tokens were not paid for
+           "tokens": sum(int(r.get("prompt_tokens", 0)) + int(r.get("completion_tokens", 0))
+                         for r in records if not r.get("cache_hit"))}
     costs = [r["cost_usd"] for r in records if r.get("cost_usd") is not None]
     if costs:
         out["cost_usd"] = float(sum(costs))

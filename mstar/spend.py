@@ -1,7 +1,9 @@
 """What a run spent on LLM calls, per role, from its llm_usage.jsonl records.
 
 Tokens are always known (reported by the server, or estimated by the offline backend); money
-only when the LLM layer priced a call (a `cost_usd` field on its usage record).
+only when the LLM layer priced a call (a `cost_usd` field on its usage record). A reply served
+from the response cache (`cache_hit`) was not paid for: it counts as a call and a cache hit, and
+its tokens as saved, not spent.
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ class RoleSpend:
     completion_tokens: int = 0
     cost_usd: float | None = None        # None: no call of this role was priced
     models: tuple[str, ...] = ()
+    cache_hits: int = 0
+    saved_tokens: int = 0                # what the cache hits would have cost
 
     @property
     def tokens(self) -> int:
@@ -34,8 +38,12 @@ def spend_by_role(records: Iterable[dict]) -> dict[str, RoleSpend]:
         s = out.setdefault(str(r.get("role", "?")), RoleSpend(str(r.get("role", "?"))))
         s.calls += 1
         s.errors += 1 if r.get("error") else 0
-        s.prompt_tokens += int(r.get("prompt_tokens") or 0)
-        s.completion_tokens += int(r.get("completion_tokens") or 0)
+        if r.get("cache_hit"):
+            s.cache_hits += 1
+            s.saved_tokens += int(r.get("prompt_tokens") or 0) + int(r.get("completion_tokens") or 0)
+        else:
+            s.prompt_tokens += int(r.get("prompt_tokens") or 0)
+            s.completion_tokens += int(r.get("completion_tokens") or 0)
         if r.get("cost_usd") is not None:
             s.cost_usd = (s.cost_usd or 0.0) + float(r["cost_usd"])
         model = f"{r.get('backend', '?')}:{r.get('model', '?')}"
@@ -51,6 +59,8 @@ def total(spend: dict[str, RoleSpend]) -> RoleSpend:
         t.errors += s.errors
         t.prompt_tokens += s.prompt_tokens
         t.completion_tokens += s.completion_tokens
+        t.cache_hits += s.cache_hits
+        t.saved_tokens += s.saved_tokens
         if s.cost_usd is not None:
             t.cost_usd = (t.cost_usd or 0.0) + s.cost_usd
     return t

@@ -131,3 +131,25 @@ def test_lineage_nodes_of_an_empty_or_unknown_event_stream():
     assert lineage_nodes([]) == []
     nodes = lineage_nodes([{"event": "something-new"}, {"event": "seed", "program_id": "s", "static_score": 0.1}])
     assert [n.label for n in nodes] == ["s"]
+
+
+def test_spend_counts_cache_hits_as_calls_but_not_as_tokens_spent():
+    from mstar.spend import spend_by_role, total
+
+    records = [
+        {"role": "task", "backend": "openai", "model": "m", "prompt_tokens": 100, "completion_tokens": 10,
+         "cost_usd": 0.002},
+        {"role": "task", "backend": "openai", "model": "m", "prompt_tokens": 100, "completion_tokens": 10,
+         "cost_usd": 0.0, "cache_hit": True},
+        {"role": "reflector", "backend": "openai", "model": "r", "prompt_tokens": 900, "completion_tokens": 300,
+         "cache_hit": True},
+        {"role": "reflector", "backend": "openai", "model": "r", "prompt_tokens": 0, "completion_tokens": 0,
+         "error": "HTTP 500"},
+    ]
+    spend = spend_by_role(records)
+    task, reflector = spend["task"], spend["reflector"]
+    assert (task.calls, task.tokens, task.cache_hits, task.saved_tokens) == (2, 110, 1, 110)
+    assert task.cost_usd == pytest.approx(0.002)
+    assert (reflector.calls, reflector.errors, reflector.tokens, reflector.saved_tokens) == (2, 1, 0, 1200)
+    t = total(spend)
+    assert (t.calls, t.tokens, t.cache_hits, t.saved_tokens) == (4, 110, 2, 1310)
