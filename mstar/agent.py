@@ -18,8 +18,8 @@ import dataclasses
 import json
 import re
 
-FIELD_TYPES = ("str", "int", "float", "bool", "list[str]", "Optional[str]")
-_ZERO = {"str": "", "int": 0, "float": 0.0, "bool": False, "list[str]": [], "Optional[str]": None}
+from mstar import field_types
+
 
 
 # ---------------------------------------------------------------- prompts
@@ -32,9 +32,10 @@ def _schema_dicts(schema: list) -> list[dict]:
             spec = dataclasses.asdict(spec)
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
             raise ValueError(f"schema entry {i} is not a field spec with a 'name': {spec!r}")
-        if spec.get("type", "str") not in FIELD_TYPES:
-            raise ValueError(f"schema field {spec['name']!r} has unsupported type "
-                             f"{spec.get('type')!r}; expected one of {', '.join(FIELD_TYPES)}")
+        try:
+            field_types.parse(spec.get("type", "str"))
+        except ValueError as exc:
+            raise ValueError(f"schema field {spec['name']!r}: {exc}") from None
         out.append(spec)
     return out
 
@@ -202,67 +203,10 @@ def parse_json_object(reply: str) -> tuple[dict | None, str | None]:
 def field_default(spec: dict):
     """The value a missing field gets: its declared default, else the zero of its type."""
     default = spec.get("default")
-    if default is None and spec.get("type", "str") != "Optional[str]":
-        return _ZERO[spec.get("type", "str")]
-    return list(default) if isinstance(default, list) else default
-
-
-_NUMBER_RE = re.compile(r"[-+]?\d+(?:\.\d+)?")
-
-
-def _coerce(value, ftype: str):
-    """(coerced value, note) or raise ValueError when the value cannot become `ftype`."""
-    if ftype in ("str", "Optional[str]"):
-        if isinstance(value, str):
-            return value, None
-        if value is None and ftype == "Optional[str]":
-            return None, None
-        if isinstance(value, bool):
-            return ("true" if value else "false"), "bool turned into str"
-        if isinstance(value, (int, float)):
-            return str(value), "number turned into str"
-        if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
-            return ", ".join(str(v) for v in value), "list joined into str"
-        if isinstance(value, dict):
-            return json.dumps(value, ensure_ascii=False), "object serialised into str"
-        raise ValueError(f"cannot use {type(value).__name__} as str")
-    if ftype in ("int", "float"):
-        if isinstance(value, bool):
-            raise ValueError("bool is not a number")
-        if isinstance(value, (int, float)):
-            if ftype == "float":
-                return float(value), None
-            if float(value).is_integer():
-                return int(value), None if isinstance(value, int) else "float turned into int"
-            return round(value), "float rounded to int"
-        if isinstance(value, str):
-            m = _NUMBER_RE.search(value)
-            if m:
-                number = float(m.group(0))
-                result = number if ftype == "float" else round(number)
-                return result, f"str {value!r} read as {ftype}"
-        raise ValueError(f"cannot read {value!r} as {ftype}")
-    if ftype == "bool":
-        if isinstance(value, bool):
-            return value, None
-        if isinstance(value, (int, float)) and value in (0, 1):
-            return bool(value), "number turned into bool"
-        if isinstance(value, str) and value.strip().lower() in ("true", "yes", "1", "false",
-                                                                "no", "0"):
-            return value.strip().lower() in ("true", "yes", "1"), f"str {value!r} read as bool"
-        raise ValueError(f"cannot read {value!r} as bool")
-    if ftype == "list[str]":
-        if isinstance(value, str):
-            return ([value] if value.strip() else []), "str wrapped into a list"
-        if isinstance(value, list):
-            items = [v for v in value if v is not None]
-            if all(isinstance(v, str) for v in items):
-                return items, None if len(items) == len(value) else "null items dropped"
-            if all(isinstance(v, (str, int, float, bool)) for v in items):
-                return [v if isinstance(v, str) else json.dumps(v) for v in items], \
-                    "non-str items turned into str"
-        raise ValueError(f"cannot use {type(value).__name__} as list[str]")
-    raise ValueError(f"unsupported field type {ftype!r}")
+    ft = field_types.parse(spec.get("type", "str"))
+    if default is None and not ft.optional:
+        return ft.zero()
+    return json.loads(json.dumps(default)) if isinstance(default, (list, dict)) else default  # a fresh copy
 
 
 def fill_fields(obj: dict | None, schema: list[dict]) -> tuple[dict, list[str]]:
@@ -285,12 +229,13 @@ def fill_fields(obj: dict | None, schema: list[dict]) -> tuple[dict, list[str]]:
                 warnings.append(f"field {name!r} missing; used default {shown}")
             out[name] = default
             continue
-        if obj[name] is None and ftype != "Optional[str]":
+        ft = field_types.parse(ftype)
+        if obj[name] is None and not (ft.optional or ft.kind == "any"):
             warnings.append(f"field {name!r} was null; used default {shown}")
             out[name] = default
             continue
         try:
-            out[name], note = _coerce(obj[name], ftype)
+            out[name], note = field_types.coerce(obj[name], ft)
         except ValueError as exc:
             warnings.append(f"field {name!r}: {exc}; used default {shown}")
             out[name] = default

@@ -17,10 +17,10 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
-import types
-import typing
 from dataclasses import dataclass
 from typing import Any
+
+from mstar import field_types
 
 KNOWLEDGE_ITEM = "KnowledgeItem"
 QUERY = "Query"
@@ -42,7 +42,7 @@ METHOD_PARAMS: dict[str, tuple[str, ...]] = {
     "read": ("self", "query"),
 }
 
-ALLOWED_FIELD_TYPES = ("str", "int", "float", "bool", "list[str]", "Optional[str]")
+# Field types: the grammar in mstar.field_types (scalars, Any, list/dict of them, Optional).
 
 # Size caps. The constants, descriptions and defaults go into every task-agent prompt (and the
 # schema crosses the sandbox pipe), so an unbounded one would bypass the read() output cap and
@@ -51,7 +51,7 @@ MAX_CONSTANT_CHARS = 10_000
 MAX_DESCRIPTION_CHARS = 2_000
 MAX_DEFAULT_JSON_CHARS = 2_000
 MAX_FIELDS = 40
-_TYPES_HINT = "use str, int, float, bool, list[str] or Optional[str]"
+_TYPES_HINT = field_types.HINT
 
 DEFAULT_ALLOWED_IMPORTS = (
     "json", "re", "math", "hashlib", "collections", "dataclasses", "typing",
@@ -93,10 +93,11 @@ class FieldSpec:
         missing = [k for k in ("name", "type", "description") if k not in data]
         if missing:
             raise ValueError(f"field spec {data!r} lacks {', '.join(missing)}")
-        if data["type"] not in ALLOWED_FIELD_TYPES:
-            raise ValueError(f"field {data['name']!r}: type {data['type']!r} is not one of "
-                             f"{', '.join(ALLOWED_FIELD_TYPES)}")
-        return cls(name=str(data["name"]), type=data["type"],
+        try:
+            canonical = field_types.parse(data["type"]).name
+        except ValueError as exc:
+            raise ValueError(f"field {data['name']!r}: {exc}") from None
+        return cls(name=str(data["name"]), type=canonical,
                    description=str(data["description"]),
                    default=data.get("default"), required=bool(data.get("required", False)))
 
@@ -109,63 +110,22 @@ def render_schema_for_prompt(specs: list[FieldSpec] | list[dict]) -> str:
 
 
 # ----------------------------------------------------------------------------------------
-# Field types: the same six names from the AST (static check) and from live types (runtime).
-
-_SCALARS = {"str", "int", "float", "bool"}
-
-
-def _dotted(node: ast.AST) -> str | None:
-    """`typing.List` -> "typing.List", `List` -> "List"; anything else -> None."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr}" if base else None
-    return None
-
-
-def _type_word(node: ast.AST) -> str | None:
-    """`str` -> "str", `None` -> "None" (as a constant or a name)."""
-    if isinstance(node, ast.Constant) and node.value is None:
-        return "None"
-    return _dotted(node)
-
+# Field types, named the same way from the AST (static check) and from live types (runtime).
 
 def annotation_type_name(node: ast.AST) -> str | None:
-    """Map an annotation AST to one of ALLOWED_FIELD_TYPES, or None if it is not one."""
-    name = _dotted(node)
-    if name in _SCALARS:
-        return name
-    if isinstance(node, ast.Subscript):
-        head = _dotted(node.value)
-        arg = node.slice
-        if head in ("list", "List", "typing.List") and _dotted(arg) == "str":
-            return "list[str]"
-        if head in ("Optional", "typing.Optional") and _dotted(arg) == "str":
-            return "Optional[str]"
-        if head in ("Union", "typing.Union") and isinstance(arg, ast.Tuple) and len(arg.elts) == 2:
-            if {_type_word(e) for e in arg.elts} == {"str", "None"}:
-                return "Optional[str]"
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        if {_type_word(node.left), _type_word(node.right)} == {"str", "None"}:
-            return "Optional[str]"
-    return None
+    """The canonical field type name of an annotation AST, or None if it is not a field type."""
+    ft = field_types.from_annotation(node)
+    return ft.name if ft is not None else None
 
 
 def runtime_type_name(tp: Any) -> str | None:
-    """Map a live annotation object to one of ALLOWED_FIELD_TYPES, or None.
+    """The canonical field type name of a live annotation, or None.
 
     Uses typing.get_origin/get_args only: they read attributes, they never
     evaluate strings (unlike get_type_hints, which must not touch program objects).
     """
-    if tp in (str, int, float, bool):
-        return tp.__name__
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is list and args == (str,):
-        return "list[str]"
-    if origin in (typing.Union, types.UnionType) and set(args) == {str, type(None)}:
-        return "Optional[str]"
-    return None
+    ft = field_types.from_runtime(tp)
+    return ft.name if ft is not None else None
 
 
 def _annotation_text(node: ast.AST) -> str:
@@ -207,7 +167,7 @@ def _field_call_metadata(value: ast.AST) -> tuple[bool, ast.AST | None, bool]:
     """For `x: T = <value>`: (is a field(...) call, its metadata node, init=False)."""
     if not isinstance(value, ast.Call):
         return False, None, False
-    name = _dotted(value.func)
+    name = field_types._dotted(value.func)
     if name not in ("field", "dataclasses.field"):
         return False, None, False
     metadata, init_false = None, False

@@ -23,8 +23,9 @@ def interface_spec(sandbox: SandboxConfig) -> str:
     return f"""A memory program is one Python module, program.py, that defines:
 
 1. `KnowledgeItem` -- a @dataclass: what gets stored. The task agent fills it from raw text by
-   writing JSON, so every field must have a JSON-compatible type: str, int, float, bool,
-   list[str] or Optional[str] (no datetime, tuple, bytes, dict or custom classes). Describe each
+   writing JSON, so every field must have a JSON-compatible type: str, int, float, bool, Any,
+   list[...] and dict[str, ...] of those, or Optional[...] of any of them (no datetime, tuple, set,
+   bytes or custom classes; containers nested at most two deep). Describe each
    field with `field(metadata={{"description": "..."}})`; give defaults where a value may be missing.
 2. `Query` -- a @dataclass: what the agent asks the memory with. Same rules as KnowledgeItem.
 3. `KnowledgeBase` -- the memory itself:

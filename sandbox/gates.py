@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
+from mstar import field_types
 from sandbox.host import ProgramSession, SandboxError, SandboxLimits
 
 LLMFn = Callable[[list[dict]], str]
@@ -68,21 +69,30 @@ class GateReport:
 
 def _value_for(spec: dict, text: str, date: str, index: int, words: list[str]) -> Any:
     """A plausible value for one schema field: what a task agent might have extracted."""
-    kind, name = spec.get("type"), str(spec.get("name", "")).lower()
+    try:
+        ft = field_types.parse(spec.get("type", "str"))
+    except ValueError:
+        return None
+    name = str(spec.get("name", "")).lower()
     datey = any(w in name for w in _DATE_WORDS)
-    if kind == "str":
-        return date if datey else text
-    if kind == "Optional[str]":
-        return date if datey else text
-    if kind == "list[str]":
-        return words
+    return _mock_value(ft, text, date if datey else text, index, words)
+
+
+def _mock_value(ft: "field_types.FieldType", text: str, str_value: str, index: int, words: list[str]) -> Any:
+    kind = ft.kind  # an Optional gets a value too: the smoke test checks a program works, not its edge cases
+    if kind in ("str", "any"):
+        return str_value
     if kind == "int":
         return index + 1
     if kind == "float":
         return 0.5
     if kind == "bool":
         return index % 2 == 1
-    return None
+    if kind == "list":
+        if ft.item.kind in ("str", "any"):
+            return list(words)
+        return [_mock_value(ft.item, text, word, i, [word]) for i, word in enumerate(words[:3])]
+    return {word: _mock_value(ft.item, text, word, index, [word]) for word in words[:3]}  # dict
 
 
 def mock_item(schema: list[dict], snippet: dict[str, str], index: int) -> dict:
@@ -98,8 +108,7 @@ def mock_query(schema: list[dict], question: str, index: int) -> dict:
     for spec in schema:
         if not (isinstance(spec, dict) and "name" in spec):
             continue
-        kind = spec.get("type")
-        out[spec["name"]] = (5 if kind == "int" else
+        out[spec["name"]] = (5 if spec.get("type") == "int" else
                              _value_for(spec, question, "2023-05-08", index, keywords))
     return out
 

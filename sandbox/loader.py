@@ -11,13 +11,11 @@ same reason. `build_instance` turns the task agent's JSON into a dataclass
 instance with light, predictable coercion.
 """
 import inspect
-import json
-import math
 import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from mstar import contract
+from mstar import contract, field_types
 from mstar.contract import FieldSpec, Violation
 from sandbox import static_gate
 from sandbox.namespace import build_namespace
@@ -195,72 +193,23 @@ def load_program(source: str, allowed_imports: Sequence[str], *, log: Callable[[
 # JSON -> dataclass instance.
 
 _OMIT = object()  # leave the field to its dataclass default
-_ZERO = {"str": "", "Optional[str]": None, "int": 0, "float": 0.0, "bool": False, "list[str]": []}
-_TRUE = {"true", "yes", "y", "1", "on"}
-_FALSE = {"false", "no", "n", "0", "off", ""}
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_as_text(v) for v in value if v is not None)
-    if isinstance(value, dict):
-        return json.dumps(value, ensure_ascii=False, default=str)
-    return str(value)
-
-
-def _number(value: Any, kind: type) -> Any:
-    if isinstance(value, bool):
-        return kind(value)
-    if isinstance(value, (int, float)):
-        if kind is int and not math.isfinite(value):
-            return _OMIT
-        return kind(value)
-    if isinstance(value, str):
-        text = value.strip().replace(",", "")
-        try:
-            number = float(text)
-        except ValueError:
-            return _OMIT
-        if kind is int:
-            return int(number) if math.isfinite(number) else _OMIT
-        return number
-    return _OMIT
 
 
 def coerce_value(value: Any, type_name: str) -> Any:
-    """Coerce one JSON value to a field type; `_OMIT` when it cannot be done sensibly."""
-    if value is None:
-        return None if type_name == "Optional[str]" else _OMIT
-    if type_name in ("str", "Optional[str]"):
-        return _as_text(value)
-    if type_name == "int":
-        return _number(value, int)
-    if type_name == "float":
-        return _number(value, float)
-    if type_name == "bool":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, (int, float)):
-            return value != 0
-        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-            return value.strip().lower() in _TRUE
+    """Coerce one JSON value to a field type (mstar.field_types); `_OMIT` when it cannot be done
+    sensibly, so the field keeps its dataclass default."""
+    try:
+        converted, _ = field_types.coerce(value, field_types.parse(type_name))
+    except ValueError:
         return _OMIT
-    if type_name == "list[str]":
-        if isinstance(value, (list, tuple, set)):
-            return [_as_text(v) for v in value if v is not None]
-        if isinstance(value, str):
-            return [value] if value.strip() else []
-        return [_as_text(value)]
-    raise ValueError(f"unknown field type {type_name!r}")
+    return converted
 
 
 def build_instance(cls: type, data: dict, schema: list[dict]) -> object:
     """dict -> dataclass instance: coerce types, drop unknown keys, missing -> defaults.
 
     A required field that is missing or cannot be coerced gets its type's zero
-    value ("" / 0 / 0.0 / False / [] / None), so a sloppy extraction still yields an item.
+    value ("" / 0 / 0.0 / False / [] / {} / None), so a sloppy extraction still yields an item.
     """
     if not isinstance(data, dict):
         raise TypeError(f"{getattr(cls, '__name__', 'item')} data must be a JSON object (dict), "
@@ -270,7 +219,7 @@ def build_instance(cls: type, data: dict, schema: list[dict]) -> object:
         spec = raw if isinstance(raw, FieldSpec) else FieldSpec.from_dict(raw)
         value = coerce_value(data[spec.name], spec.type) if spec.name in data else _OMIT
         if value is _OMIT and spec.required:
-            value = list(_ZERO[spec.type]) if spec.type == "list[str]" else _ZERO[spec.type]
+            value = field_types.parse(spec.type).zero()
         if value is not _OMIT:
             kwargs[spec.name] = value
     return cls(**kwargs)

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from mstar import contract
 from mstar.contract import (
-    ALLOWED_FIELD_TYPES,
     ContractError,
     FieldSpec,
     annotation_type_name,
@@ -78,9 +77,9 @@ def test_good_program_and_seeds_have_no_violations():
      "ALWAYS_ON_KNOWLEDGE must be a str"),
     ('ALWAYS_ON_KNOWLEDGE = ""', "ALWAYS_ON_KNOWLEDGE = ['a']", "constant_not_str", "list"),
     ('INSTRUCTION_QUERY = "query " + "it"', "", "missing_constant", "INSTRUCTION_QUERY is missing"),
-    ('tags: list[str]', "tags: dict[str, int]", "field_type",
-     "KnowledgeItem.tags: type dict[str, int] is not JSON-compatible; use str, int, float, bool, "
-     "list[str] or Optional[str]"),
+    ('tags: list[str]', "tags: dict[int, str]", "field_type",
+     "KnowledgeItem.tags: type dict[int, str] is not JSON-compatible; use str, int, float, bool, "
+     "Any, list[...], dict[str, ...] or Optional[...]"),
     ('text: str = field(default="", metadata={"description": "the text"})',
      'text: str = ""', "missing_description", "KnowledgeItem.text: no description"),
     ('metadata={"description": "the query"}', 'metadata={"help": "x"}', "missing_description",
@@ -117,8 +116,14 @@ def test_accepted_variants():
     ("Optional[str]", "Optional[str]"), ("typing.Optional[str]", "Optional[str]"),
     ("str | None", "Optional[str]"), ("None | str", "Optional[str]"),
     ("Union[str, None]", "Optional[str]"),
-    ("list", None), ("dict", None), ("list[int]", None), ("Optional[int]", None),
-    ("datetime", None), ("tuple[str, str]", None), ("'str'", None),
+    ("list", "list[Any]"), ("dict", "dict[str, Any]"), ("list[int]", "list[int]"),
+    ("Optional[int]", "Optional[int]"), ("Optional[bool]", "Optional[bool]"), ("bool | None", "Optional[bool]"),
+    ("Dict[str, Any]", "dict[str, Any]"), ("typing.Dict[str, float]", "dict[str, float]"),
+    ("List[Dict[str, str]]", "list[dict[str, str]]"), ("Optional[List[int]]", "Optional[list[int]]"),
+    ("Any", "Any"), ("typing.Any", "Any"),
+    ("list[list[list[str]]]", None), ("dict[int, str]", None), ("Union[str, int]", None),
+    ("Optional[None]", None), ("set[str]", None), ("datetime", None), ("tuple[str, str]", None),
+    ("'str'", None), ("os.PathLike", None), ("Optional[str](1)", None),
 ])
 def test_annotation_type_names(text, expected):
     assert annotation_type_name(ast.parse(text, mode="eval").body) == expected
@@ -127,8 +132,11 @@ def test_annotation_type_names(text, expected):
 @pytest.mark.parametrize("tp,expected", [
     (str, "str"), (int, "int"), (float, "float"), (bool, "bool"), (list[str], "list[str]"),
     (List[str], "list[str]"), (Optional[str], "Optional[str]"), (str | None, "Optional[str]"),
-    (typing.Union[None, str], "Optional[str]"), (list, None), (dict, None), (list[int], None),
-    (Optional[int], None), ("str", None), (bytes, None),
+    (typing.Union[None, str], "Optional[str]"), (list, "list[Any]"), (dict, "dict[str, Any]"),
+    (list[int], "list[int]"), (Optional[int], "Optional[int]"), (Optional[bool], "Optional[bool]"),
+    (typing.Dict[str, typing.Any], "dict[str, Any]"), (list[dict[str, int]], "list[dict[str, int]]"),
+    (typing.Union[str, int], None), (list[list[list[str]]], None), (set[str], None), ("str", None),
+    (bytes, None),
 ])
 def test_runtime_type_names(tp, expected):
     assert runtime_type_name(tp) == expected
@@ -155,14 +163,14 @@ def test_describe_dataclass_reads_fields_defaults_and_required():
 def test_describe_dataclass_violations():
     @dataclass
     class Bad:
-        a: dict = field(default_factory=dict, metadata={"description": "x"})
+        a: set = field(default_factory=set, metadata={"description": "x"})
         b: str = ""
         c: str = field(default="", metadata={"description": "   "})
 
     specs, violations = inspect_dataclass(Bad)
     assert [(v.rule, v.message.split(":")[0]) for v in violations] == [
         ("field_type", "Bad.a"), ("missing_description", "Bad.b"), ("missing_description", "Bad.c")]
-    assert "use str, int, float, bool, list[str] or Optional[str]" in violations[0].message
+    assert "use str, int, float, bool, Any, list[...], dict[str, ...] or Optional[...]" in violations[0].message
     with pytest.raises(ContractError) as info:
         describe_dataclass(Bad)
     assert len(info.value.violations) == 3
@@ -181,7 +189,9 @@ def test_describe_dataclass_violations():
 
 field_specs = st.builds(
     FieldSpec, name=st.from_regex(r"[a-z][a-z_]{0,10}", fullmatch=True),
-    type=st.sampled_from(ALLOWED_FIELD_TYPES), description=st.text(max_size=30),
+    type=st.sampled_from(("str", "int", "float", "bool", "Any", "list[str]", "Optional[str]", "Optional[bool]",
+                           "list[int]", "dict[str, Any]", "list[dict[str, str]]", "Optional[list[float]]")),
+    description=st.text(max_size=30),
     default=st.one_of(st.none(), st.text(max_size=5), st.integers(), st.lists(st.text(max_size=3))),
     required=st.booleans())
 
@@ -198,8 +208,10 @@ def test_fieldspec_roundtrip_and_schema_rendering(specs):
 def test_fieldspec_from_dict_rejects_bad_input():
     with pytest.raises(ValueError, match="lacks description"):
         FieldSpec.from_dict({"name": "a", "type": "str"})
-    with pytest.raises(ValueError, match="'dict' is not one of"):
-        FieldSpec.from_dict({"name": "a", "type": "dict", "description": "x"})
+    with pytest.raises(ValueError, match="field 'a': type 'set' is not a field type"):
+        FieldSpec.from_dict({"name": "a", "type": "set", "description": "x"})
+    # any accepted spelling is stored canonically
+    assert FieldSpec.from_dict({"name": "a", "type": "Dict[str, Any]", "description": "x"}).type == "dict[str, Any]"
     with pytest.raises(ValueError, match="must be a dict"):
         FieldSpec.from_dict(["a"])
 

@@ -4,7 +4,8 @@ The programs are written the way strong models write memory programs -- `from __
 annotations`, sqlite with `row_factory = sqlite3.Row`, FTS5, chroma collections with metadata and
 `where` filters, strptime/fromisoformat, Counter/defaultdict scoring, class-private names,
 `nonlocal` closures, guarded optional imports (numpy, heapq), one toolkit LLM call with a
-fallback, many logger.debug calls. Over-blocking any of them is a sandbox bug.
+fallback, many logger.debug calls, typed fields beyond text (Optional[bool], List[int],
+Dict[str, Any]). Over-blocking any of them is a sandbox bug.
 
 Each program goes through `run_gates` (what `python -m sandbox.check` runs) and through a longer
 cycle in a real worker: eight sessions written with items an extraction model could have produced
@@ -106,6 +107,14 @@ def item_for(schema: list[dict], session: dict) -> dict:
             item[spec["name"]] = 0.6
         elif kind == "bool":
             item[spec["name"]] = False
+        elif kind == "Optional[bool]":
+            item[spec["name"]] = "will" in summary or "decided" in summary
+        elif kind == "Optional[float]":
+            item[spec["name"]] = 0.8
+        elif kind == "list[int]":
+            item[spec["name"]] = list(range(1, len(session["lines"]) + 1))
+        elif kind.startswith("dict[str, "):
+            item[spec["name"]] = {"topic": session["topic"], "likes": list(session["likes"])}
     return item
 
 
@@ -129,8 +138,10 @@ def query_for(schema: list[dict], question: str, person: str) -> dict:
             query[spec["name"]] = [person] if "entit" in name else keywords.lower().split()
         elif kind == "int":
             query[spec["name"]] = 6
-        elif kind == "bool":
+        elif kind in ("bool", "Optional[bool]"):
             query[spec["name"]] = question.lower().startswith(("when", "how many"))
+        elif kind.startswith("dict[str, "):
+            query[spec["name"]] = {}
     return query
 
 

@@ -49,6 +49,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from mstar import field_types
 from mstar.offline.answer_span import short_answer, unit_scores
 from mstar.offline.text import (EXPLICIT_DATE_RE, MONTHS, NUMBER_WORDS, QUESTION_WORDS, Unit,
                                 capitalised_names, extract_tag, is_content, marker_date,
@@ -258,10 +259,12 @@ def _first_date(text: str) -> str | None:
 
 
 def _scalar_default(spec: dict, kind: str, text: str, date: str | None):
-    ftype, default = spec.get("type", "str"), spec.get("default")
-    if ftype == "bool":
-        return default if isinstance(default, bool) else False
-    if ftype in ("int", "float"):
+    """A value for a field that is not text or a list of texts: numbers the text shows (a session
+    number, a year), else the declared default, else the zero of the type."""
+    ft, default = field_types.parse(spec.get("type", "str")), spec.get("default")
+    if ft.kind == "bool":
+        return default if isinstance(default, bool) else ft.zero()
+    if ft.kind in ("int", "float"):
         name = spec.get("name", "").lower()
         value = None
         if "session" in name:
@@ -270,9 +273,22 @@ def _scalar_default(spec: dict, kind: str, text: str, date: str | None):
             year = re.search(r"\b(?:19|20)\d\d\b", date)
             value = int(year.group(0)) if year else None
         if value is None:
-            value = default if isinstance(default, (int, float)) else 0
-        return float(value) if ftype == "float" else int(value)
-    return default
+            value = default if isinstance(default, (int, float)) and not isinstance(default, bool) else None
+        if value is None:
+            return ft.zero()
+        return float(value) if ft.kind == "float" else int(value)
+    return json.loads(json.dumps(default)) if default is not None else ft.zero()
+
+
+def _text_shape(spec: dict) -> str | None:
+    """"str", "Optional[str]" or "list[str]" (also for an Optional list of str) for the fields
+    filled with text; None for every other type (numbers, flags, Any, dicts)."""
+    ft = field_types.parse(spec.get("type", "str"))
+    if ft.kind == "str":
+        return "Optional[str]" if ft.optional else "str"
+    if ft.kind == "list" and ft.item.kind == "str":
+        return "list[str]"
+    return None
 
 
 def fill_from_text(schema: list[dict], text: str) -> dict:
@@ -281,8 +297,8 @@ def fill_from_text(schema: list[dict], text: str) -> dict:
     names = capitalised_names(text)
     out = {}
     for spec in schema:
-        kind, ftype = field_kind(spec), spec.get("type", "str")
-        if ftype not in ("str", "Optional[str]", "list[str]"):
+        kind, ftype = field_kind(spec), _text_shape(spec)
+        if ftype is None:
             out[spec["name"]] = _scalar_default(spec, kind, text, date)
             continue
         if ftype == "list[str]":
@@ -322,7 +338,7 @@ def fill_from_question(schema: list[dict], question: str) -> dict:
     explicit = EXPLICIT_DATE_RE.search(question)
     out = {}
     for spec in schema:
-        kind, ftype = field_kind(spec), spec.get("type", "str")
+        kind, ftype = field_kind(spec), _text_shape(spec)
         if ftype == "list[str]":
             out[spec["name"]] = names if kind == "people" else words
         elif ftype in ("str", "Optional[str]"):
