@@ -216,6 +216,8 @@ class ProgramSession:
             frame = self._next_frame(deadline, stage)
             op = frame.get("op")
             if op == "result":
+                if time.monotonic() > deadline:  # in by a hair is still late: the limit is strict
+                    self._timeout(stage)
                 return frame, served, refused
             if op == "stage" and frame.get("stage") in _LOAD_STAGES:
                 stage = frame["stage"]

@@ -436,6 +436,34 @@ def test_infinite_loop_in_read_is_killed_at_the_deadline_and_the_engine_survives
         assert "timeout" in again.value.verdict.message
 
 
+BUSY_FOR = HEADER.replace("from dataclasses", "import datetime\nfrom dataclasses") + '''
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        pass
+
+    def write(self, item, raw_text):
+        pass
+
+    def read(self, query):
+        until = datetime.datetime.now() + datetime.timedelta(seconds=float(query.text))
+        while datetime.datetime.now() < until:
+            pass
+        return "done"
+'''
+
+
+def test_a_result_that_arrives_after_the_deadline_is_a_timeout():
+    """A program that busy-waits exactly the limit finishes a hair after the engine's deadline
+    (its clock starts once the request has arrived): late by a millisecond is late."""
+    with ProgramSession(BUSY_FOR, limits=SandboxLimits(call_timeout_s=1.0)) as s:  # default imports
+        s.start()
+        assert s.read({"text": "0.3"}).output == "done"
+        with pytest.raises(SandboxError) as err:
+            s.read({"text": "1.0"})
+    assert (err.value.verdict.stage, err.value.verdict.rule) == ("read", "timeout")
+
+
 def test_infinite_loop_in_init_is_a_timeout_in_stage_init():
     program = kb('''
     def __init__(self, toolkit):
