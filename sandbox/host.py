@@ -117,8 +117,7 @@ class ProgramSession:
                 warnings=_str_list(ready.get("warnings") or []) + _str_list(reply.get("warnings") or []),
                 logs=self._logs(reply), ready_s=ready_s, load_s=time.monotonic() - t0 - ready_s)
             self.info.warnings = list(dict.fromkeys(self.info.warnings))
-            for warning in self.info.warnings:
-                log.warning("sandbox layer unavailable: %s", warning)
+            _log_layer_warnings(self.info.warnings)
             return self.info
 
     def write(self, item: dict, raw_text: str) -> OpResult:
@@ -367,6 +366,23 @@ class ProgramSession:
             logs.append(line)
             used += len(line)
         return logs
+
+
+_warned_layers: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _log_layer_warnings(warnings: list[str]) -> None:
+    """Log each missing layer once per engine process: a run starts hundreds of workers, and on a
+    machine without (say) root every one of them lacks the same layers. Each session's LoadInfo
+    still lists all of its warnings."""
+    for warning in warnings:
+        layer = warning.split(":", 1)[0]
+        with _warned_lock:
+            if layer in _warned_layers:
+                continue
+            _warned_layers.add(layer)
+        log.warning("sandbox layer unavailable: %s (logged once per process)", warning)
 
 
 def _str_list(value: Any) -> list[str]:

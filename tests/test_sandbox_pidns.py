@@ -137,6 +137,19 @@ def test_switching_the_pid_namespace_off_is_reported(monkeypatch):
         s.write({"topic": "t"}, "hello")
 
 
+def test_a_missing_layer_is_logged_once_not_per_worker(monkeypatch, caplog):
+    import sandbox.host as host
+
+    monkeypatch.setattr(launch, "PID_NAMESPACE", False)
+    monkeypatch.setattr(host, "_warned_layers", set())
+    with caplog.at_level("WARNING", logger="sandbox.host"):
+        for _ in range(3):
+            with session(GOOD, launcher=FORK) as s:
+                assert any(w.startswith("enter_pid_namespace:") for w in s.start().warnings)
+    logged = [r.getMessage() for r in caplog.records if "enter_pid_namespace" in r.getMessage()]
+    assert len(logged) == 1 and "logged once per process" in logged[0]
+
+
 @needs_root
 def test_a_worker_killed_by_the_deadline_leaves_no_process_behind():
     with session(LOOPS, launcher=FORK) as s:
