@@ -56,7 +56,8 @@ KeeperTask = Callable[[int, int], str]
 def enter_pid_namespace(engine_pid: int, keeper_task: KeeperTask | None = None) -> tuple[str, int | None]:
     """Split this process as described above. Returns only in the worker: the layer's name and
     the read end of the keeper's report pipe (None without a `keeper_task`). Raises
-    LayerUnavailable (still one process, nothing changed) where the kernel refuses.
+    LayerUnavailable where the kernel refuses; the caller is then still one process and goes on
+    as the worker itself.
 
     Call first thing, in a single-threaded session leader. `engine_pid` is the parent the keeper
     must die with.
