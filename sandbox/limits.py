@@ -16,6 +16,8 @@ import functools
 import os
 import resource
 import signal
+import tempfile
+import time
 
 NOBODY_UID = NOBODY_GID = 65534
 FSIZE_BYTES = 1 << 20  # programs have no file API; this only bounds what host code might write
@@ -98,6 +100,26 @@ def become_subreaper() -> None:
     namespace has a keeper process above it (sandbox.pidns), and a group kill that ends both
     leaves the worker for whoever is the nearest subreaper to reap."""
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def enter_scratch_root(scratch_dir: str) -> str:
+    """chroot into the worker's own empty scratch directory: from here on the file system is that
+    one directory, so even a program that found a way around the Python-level defences has no
+    user files, no .env, no other run folder to read (the uid drop that follows keeps it there:
+    leaving a chroot needs CAP_SYS_CHROOT, and the seccomp filter refuses chroot anyway).
+
+    Everything the worker needs from the file system is loaded by now. What glibc reads lazily
+    is read first: the local time zone (/etc/localtime).
+    """
+    time.localtime()
+    try:
+        os.chroot(scratch_dir)
+        os.chdir("/")
+    except OSError as exc:
+        raise LayerUnavailable(f"chroot({scratch_dir!r}) failed: {exc.strerror or exc}") from None
+    os.environ.update(HOME="/", TMPDIR="/")
+    tempfile.tempdir = None
+    return "scratch_root"
 
 
 def drop_privileges(writable_dir: str) -> str:

@@ -8,8 +8,9 @@ Started by host.py (never imported by the engine). Life of a worker:
      faulthandler for crash tails on stderr;
   2. import everything it will ever need and warm chromadb up (one client for the whole life);
   3. "ready" frame -> engine;
-  4. "load": import the engine's allowed modules, take the keeper's cgroup report, drop to uid
-     65534 (then PDEATHSIG, which a credential change clears), install the seccomp filter
+  4. "load": import the engine's allowed modules, take the keeper's cgroup report, chroot into
+     the scratch dir, drop to uid 65534 (then PDEATHSIG, which a credential change clears),
+     install the seccomp filter
      (sandbox.seccomp), gate + exec the program (sandbox.loader), KnowledgeBase(toolkit);
   5. "write"/"read" until the engine kills it. Every program call is wrapped in
      `except BaseException` and reported as an error frame -- SystemExit included.
@@ -193,7 +194,8 @@ class Worker:
             self.keeper_report_fd = None
             self.layers += layers
             self.warnings += warnings
-        self.layer(oslimits.drop_privileges, self.home)
+        self.layer(oslimits.enter_scratch_root, self.home)
+        self.layer(oslimits.drop_privileges, "/" if "scratch_root" in self.layers else self.home)
         self.layer(oslimits.set_parent_death_signal, self.parent_pid)
         # Last, just before program code first runs: every import and thread start that needs a
         # refused call (exec for ldconfig, say) has happened by now.

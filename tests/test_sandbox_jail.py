@@ -142,3 +142,47 @@ def test_unavailable_when_not_root_or_not_single_threaded():
         stop.set()
     ''')
     assert "unavailable: 2 threads are running" in threaded.stdout, threaded.stderr
+
+
+@needs_root
+def test_the_scratch_root_hides_every_file_but_keeps_local_time(tmp_path):
+    """After enter_scratch_root a process sees its scratch directory as / and nothing else --
+    no /etc/passwd, no engine folder -- while the local time zone read before still applies."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    child = run_child('''
+        import os, sys, time
+        from sandbox import limits
+        before = time.strftime("%Z %z")
+        print(limits.enter_scratch_root(sys.argv[1]))
+        print(sorted(os.listdir("/")), os.getcwd(), os.environ["TMPDIR"])
+        for path in ("/etc/passwd", sys.argv[2], "/proc/self/environ"):
+            try:
+                open(path).close()
+                print("readable", path)
+            except OSError as exc:
+                print("hidden", type(exc).__name__)
+        print(time.strftime("%Z %z") == before)
+    ''', str(scratch), str(ENGINE_ROOT) + "/README.md")
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.splitlines() == ["scratch_root", "[] / /", "hidden FileNotFoundError",
+                                         "hidden FileNotFoundError", "hidden FileNotFoundError", "True"]
+
+
+def test_no_scratch_root_without_root():
+    assert try_unprivileged("limits.enter_scratch_root('/tmp')") == \
+        "unavailable: chroot('/tmp') failed: Operation not permitted"
+
+
+@needs_root
+def test_a_real_worker_holds_no_directory_it_could_climb_out_through():
+    """A chroot is left through a directory descriptor opened outside it (fchdir): the worker
+    may hold none."""
+    with session(GOOD) as s:
+        s.start()
+        s.write({"topic": "t"}, "a dog named Rex")
+        pid = s.pid
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            assert not (target.startswith("/") and os.path.isdir(target)), (fd, target)
+        assert os.readlink(f"/proc/{pid}/root") == s._worker.home

@@ -59,9 +59,10 @@ def test_each_worker_is_pid_2_of_its_own_namespace_and_sees_only_it(name):
             assert status_fields(worker)["NSpid"].split() == [str(worker), "2"]
             assert status_fields(keeper)["NSpid"].split() == [str(keeper)]  # the keeper stays out here
             assert pid_ns(keeper) == engine != pid_ns(worker)
-            # the worker's /proc (seen through its own root) lists its namespace: init and itself
-            seen = {int(e) for e in os.listdir(f"/proc/{worker}/root/proc") if e.isdigit()}
-            assert seen == {1, 2}
+            # its file system is its own empty scratch directory (chroot; its /proc is tested below)
+            assert os.readlink(f"/proc/{worker}/root") == s._worker.home
+            assert os.listdir(f"/proc/{worker}/root") == []
+            assert "scratch_root" in info.layers
             # the keeper's other child is that init: pid 1 there, cat on a pipe, no other descriptor
             init = [c for c in children_of(keeper) if c != worker]
             assert len(init) == 1 and status_fields(init[0])["NSpid"].split()[-1] == "1"
@@ -162,6 +163,18 @@ def test_a_worker_killed_by_the_deadline_leaves_no_process_behind():
     while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in (worker, keeper, init)):
         time.sleep(0.05)  # worker and init too: no zombie is left for the system's init
     assert not any(os.path.exists(f"/proc/{p}") for p in (worker, keeper, init))
+
+
+@needs_root
+def test_a_worker_mounts_a_proc_that_shows_only_its_namespace():
+    child = run_child('''
+        import os
+        from sandbox import pidns
+        layer, _ = pidns.enter_pid_namespace(os.getppid())
+        print(layer, pidns.mount_private_proc(), sorted(int(e) for e in os.listdir("/proc") if e.isdigit()))
+    ''')
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == "pid_namespace private_proc [1, 2]"
 
 
 KEEPER_TASK = '''
