@@ -146,3 +146,18 @@ def test_switching_the_cgroup_off_is_reported(monkeypatch):
         if HIERARCHIES:
             controller = "pids" if "pids" in HIERARCHIES else ""
             assert cgroup_of(s.pid, controller) == cgroup_of(os.getpid(), controller)
+
+
+def test_a_v2_hierarchy_without_our_controllers_is_reported_not_half_used(monkeypatch):
+    """On these machines cgroup v2 is mounted (hybrid) but offers neither pids nor memory: with
+    the v1 hierarchies out of sight, joining says so instead of creating a cgroup without limits."""
+    found = cgroups._hierarchies()
+    if "unified" not in found:
+        pytest.skip("no cgroup2 mount here")
+    controllers = open(os.path.join(found["unified"], "cgroup.controllers")).read().split()
+    if {"pids", "memory"} <= set(controllers):
+        pytest.skip("this cgroup2 mount offers both controllers")
+    monkeypatch.setattr(cgroups, "_hierarchies", lambda: {"unified": found["unified"]})
+    with pytest.raises(LayerUnavailable, match="does not offer the pids and memory controllers"):
+        cgroups.join_worker_cgroup(100)
+    assert not os.path.exists(os.path.join(found["unified"], cgroups.PARENT, f"w{os.getpid()}"))
