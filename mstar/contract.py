@@ -167,7 +167,7 @@ def _field_call_metadata(value: ast.AST) -> tuple[bool, ast.AST | None, bool]:
     """For `x: T = <value>`: (is a field(...) call, its metadata node, init=False)."""
     if not isinstance(value, ast.Call):
         return False, None, False
-    name = field_types._dotted(value.func)
+    name = field_types.dotted_name(value.func)
     if name not in ("field", "dataclasses.field"):
         return False, None, False
     metadata, init_false = None, False

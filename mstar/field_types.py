@@ -20,6 +20,7 @@ typing objects through get_origin/get_args.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 import re
@@ -75,6 +76,11 @@ def _checked(ft: FieldType | None) -> FieldType | None:
 
 def parse(name: str) -> FieldType:
     """Canonical (or any accepted) spelling -> FieldType; ValueError naming the problem."""
+    return _parse(name if isinstance(name, str) else str(name))
+
+
+@functools.lru_cache(maxsize=256)  # the agent and the instance builder ask for every field of every item
+def _parse(name: str) -> FieldType:
     try:
         tree = ast.parse(str(name).strip(), mode="eval").body
     except SyntaxError:
@@ -96,11 +102,11 @@ def is_valid(name: str) -> bool:
 # ------------------------------------------------------------------------------ from the AST
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted_name(node: ast.AST) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
+        base = dotted_name(node.value)
         return f"{base}.{node.attr}" if base else None
     return None
 
@@ -113,7 +119,7 @@ def _bare(name: str | None) -> str | None:
 
 
 def _is_none(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Constant) and node.value is None) or _dotted(node) == "None"
+    return (isinstance(node, ast.Constant) and node.value is None) or dotted_name(node) == "None"
 
 
 def from_annotation(node: ast.AST) -> FieldType | None:
@@ -138,7 +144,7 @@ def _union_members(node: ast.AST) -> list[ast.AST] | None:
         left, right = _union_members(node.left), _union_members(node.right)
         return (left or [node.left]) + (right or [node.right])
     if isinstance(node, ast.Subscript):
-        head = _bare(_dotted(node.value))
+        head = _bare(dotted_name(node.value))
         args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if head == "Optional" and len(args) == 1:
             return [args[0], ast.Constant(None)]
@@ -148,7 +154,7 @@ def _union_members(node: ast.AST) -> list[ast.AST] | None:
 
 
 def _value(node: ast.AST) -> FieldType | None:
-    name = _bare(_dotted(node))
+    name = _bare(dotted_name(node))
     if name in SCALARS:
         return FieldType(name)
     if name == "Any":
@@ -158,12 +164,12 @@ def _value(node: ast.AST) -> FieldType | None:
     if name in ("dict", "Dict"):
         return FieldType("dict", ANY)
     if isinstance(node, ast.Subscript):
-        head = _bare(_dotted(node.value))
+        head = _bare(dotted_name(node.value))
         args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if head in ("list", "List") and len(args) == 1:
             item = _value(args[0])
             return FieldType("list", item) if item is not None else None
-        if head in ("dict", "Dict") and len(args) == 2 and _bare(_dotted(args[0])) == "str":
+        if head in ("dict", "Dict") and len(args) == 2 and _bare(dotted_name(args[0])) == "str":
             item = _value(args[1])
             return FieldType("dict", item) if item is not None else None
     return None

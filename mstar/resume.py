@@ -30,6 +30,7 @@ from mstar.mutate import MutationOutcome
 from mstar.pool import PoolEntry
 from mstar.runs import FORMAT_VERSION, RunFormatError, RunStore
 from mstar.select import Split, SplitConfig
+from mstar.spend import spend_by_role, total
 from mstar.tasks import Task
 
 
@@ -161,12 +162,10 @@ def resume_run(store: RunStore, state: RunState, task: Task, router, *, progress
 def prior_spend(store: RunStore) -> dict:
     """Calls and tokens recorded before a resume (for the progress line)."""
     records, _ = store.read_jsonl_tolerant("llm_usage.jsonl")
-    out = {"calls": len(records),  # cache hits are calls, but their tokens were not paid for
-           "tokens": sum(int(r.get("prompt_tokens", 0)) + int(r.get("completion_tokens", 0))
-                         for r in records if not r.get("cache_hit"))}
-    costs = [r["cost_usd"] for r in records if r.get("cost_usd") is not None]
-    if costs:
-        out["cost_usd"] = float(sum(costs))
+    spent = total(spend_by_role(records))  # cache hits are calls, but their tokens were not paid for
+    out = {"calls": spent.calls, "tokens": spent.tokens}
+    if spent.cost_usd is not None:
+        out["cost_usd"] = float(spent.cost_usd)
     return out
 
 

@@ -39,7 +39,7 @@ import shutil
 import signal
 from typing import Callable
 
-from sandbox.limits import LayerUnavailable, _libc, set_parent_death_signal
+from sandbox.limits import LayerUnavailable, _libc, open_fds, set_parent_death_signal
 
 CLONE_NEWNS = 0x00020000  # <linux/sched.h>; the os.CLONE_* constants only exist from Python 3.12
 CLONE_NEWPID = 0x20000000
@@ -101,12 +101,15 @@ def read_keeper_report(fd: int) -> tuple[list[str], list[str]]:
             data += chunk
     finally:
         os.close(fd)
-    kind, _, text = data.decode("utf-8", "replace").strip().partition(":")
-    if kind == "layer":
-        return [text], []
-    if kind == "warning":
-        return [], [text]
-    return [], ["keeper: no report (the keeper died before it finished)"]
+    if not data.strip():
+        return [], ["keeper: no report (the keeper died before it finished)"]
+    return parse_report(data.decode("utf-8", "replace"))
+
+
+def parse_report(line: str) -> tuple[list[str], list[str]]:
+    """A keeper task's report line -> (layers, warnings)."""
+    kind, _, text = line.strip().partition(":")
+    return ([text], []) if kind == "layer" else ([], [text or line.strip()])
 
 
 def mount_private_proc() -> str:
@@ -133,7 +136,7 @@ def _spawn_init(cat: str, lifeline: int) -> int:
     """cat as pid 1: stdin the lifeline, stdout/stderr /dev/null, empty environment, and no other
     descriptor: all are made close-on-exec first (nobody here execs anything else, and forks keep
     their descriptors whatever the flag)."""
-    for fd in _open_fds():
+    for fd in open_fds():
         if fd > 2:
             try:
                 os.set_inheritable(fd, False)
@@ -146,13 +149,6 @@ def _spawn_init(cat: str, lifeline: int) -> int:
         return os.posix_spawn(cat, [INIT_PROGRAM], {}, file_actions=actions)
     finally:
         os.close(null)
-
-
-def _open_fds() -> list[int]:
-    try:
-        return sorted(int(name) for name in os.listdir("/proc/self/fd"))
-    except OSError:
-        return list(range(3, 256))
 
 
 def _be_keeper(engine_pid: int, worker: int, init: int, lifeline: int, task: KeeperTask | None,

@@ -333,8 +333,9 @@ def main(argv: list[str] | None = None) -> None:
         except oslimits.LayerUnavailable as exc:
             warnings.append(f"enter_pid_namespace: {exc}")
     if join_cgroup is not None and report_fd is None:  # no keeper: join now, alone
-        kind, _, text = join_cgroup(0, 0).partition(":")
-        (layers if kind == "layer" else warnings).append(text)
+        joined, missing = pidns.parse_report(join_cgroup(0, 0))
+        layers += joined
+        warnings += missing
     faulthandler.enable(file=sys.stderr)  # a segfault leaves a Python traceback in the log tail
     worker = Worker(args.in_fd, args.out_fd, parent_pid, limits, args.home,
                     net_namespace=not args.no_net_namespace, layers=layers, warnings=warnings,
