@@ -4,7 +4,7 @@
     python bench/bench_llm.py [--latency 0.3] [--concurrency 32] [--iterations 3]
                               [--tokens-task locomo --tokens-data .../locomo10.json]
 
-The fake server (mstar/fake_server.py, offline models behind it) runs in its own
+The fake server (mstar/testing/fake_server.py, offline models behind it) runs in its own
 process; mstar talks to it with the real `openai` client. Three measurements:
 
 1. One evaluation per seed at a fixed latency per call, against its critical-path
@@ -44,13 +44,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mstar.cli import main as mstar_main  # noqa: E402
+from mstar.run import events as ev_types  # noqa: E402
 
 ROLES = ("task", "reflector", "toolkit", "judge")
 
 
 @contextmanager
 def fake_server(latency: float, per_token: float = 0.0, memo: bool = False):
-    proc = subprocess.Popen([sys.executable, "-m", "mstar.fake_server", "--latency", str(latency),
+    proc = subprocess.Popen([sys.executable, "-m", "mstar.testing.fake_server", "--latency", str(latency),
                              "--latency-per-token", str(per_token)] + (["--memo"] if memo else []),
                             cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -92,8 +93,8 @@ def bench_evaluation(latency: float, concurrency: int, tmp: Path, repeats: int =
     from mstar.llm.router import LLMRouter
     from mstar.llm.settings import llm_config_from_table, load_config_file
     from mstar.loop import Evolution
-    from mstar.programs import load_program_source
-    from mstar.runs import RunStore
+    from mstar.program.sources import load_program_source
+    from mstar.run.store import RunStore
     from mstar.tasks import load_task
 
     rows = []
@@ -146,14 +147,14 @@ def run(out: Path, cfg: Path, iterations: int, task: str = "sample", data: str |
 
 
 def lineage(out: Path) -> list[dict]:
-    events = [json.loads(l) for l in (out / "lineage.jsonl").read_text().splitlines() if l.strip()]
-    return [{k: v for k, v in e.items() if k not in ("seconds", "timing", "llm")} for e in events]
+    """The lineage without what varies between identical runs (timings, spend)."""
+    return [{k: v for k, v in ev_types.to_dict(e).items() if k not in ("seconds", "timing", "llm")}
+            for e in ev_types.read_lineage(out / "lineage.jsonl")]
 
 
 def tokens_per_iteration(out: Path) -> float:
-    its = [json.loads(l) for l in (out / "lineage.jsonl").read_text().splitlines() if '"iteration"' in l]
-    its = [e for e in its if e.get("event") == "iteration"]
-    return sum(e["llm"]["prompt_tokens"] + e["llm"]["completion_tokens"] for e in its) / max(len(its), 1)
+    its = ev_types.iterations(ev_types.read_lineage(out / "lineage.jsonl"))
+    return sum(e.llm["prompt_tokens"] + e.llm["completion_tokens"] for e in its) / max(len(its), 1)
 
 
 def report_evaluation(args, tmp: Path) -> None:

@@ -20,6 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mstar.cli import main as mstar_main  # noqa: E402
+from mstar.run import events as ev_types  # noqa: E402
+from mstar.run.events import read_lineage  # noqa: E402
 
 
 def _row(name: str, values: list[float]) -> str:
@@ -43,18 +45,17 @@ def main() -> int:
         if rc != 0:
             print(f"run failed with exit code {rc}", file=sys.stderr)
             return rc
-        events = [json.loads(l) for l in (out / "lineage.jsonl").read_text().splitlines() if l.strip()]
+        events = read_lineage(out / "lineage.jsonl")
         summary = json.loads((out / "summary.json").read_text())
-    seeds = [e for e in events if e["event"] == "seed"]
-    iters = [e for e in events if e["event"] == "iteration"]
-    seed_eval = [e["timing"]["eval_s"] for e in seeds]
-    seed_sb = [e["timing"]["sandbox_s"] for e in seeds]
-    rot = [e["timing"]["rotating_eval_s"] for e in iters]
-    rot_sb = [e["timing"]["rotating_sandbox_s"] for e in iters]
-    child = [e["timing"]["child_eval_s"] for e in iters if "child_eval_s" in e["timing"]]
-    child_sb = [e["timing"]["child_sandbox_s"] for e in iters if "child_sandbox_s" in e["timing"]]
-    gates = [e["timing"]["gates_s"] for e in iters]
-    per_iter = [e["seconds"] for e in iters]
+    seeds, iters = ev_types.seeds(events), ev_types.iterations(events)
+    seed_eval = [e.timing["eval_s"] for e in seeds]
+    seed_sb = [e.timing["sandbox_s"] for e in seeds]
+    rot = [e.timing["rotating_eval_s"] for e in iters]
+    rot_sb = [e.timing["rotating_sandbox_s"] for e in iters]
+    child = [e.timing["child_eval_s"] for e in iters if "child_eval_s" in e.timing]
+    child_sb = [e.timing["child_sandbox_s"] for e in iters if "child_sandbox_s" in e.timing]
+    gates = [e.timing["gates_s"] for e in iters]
+    per_iter = [e.seconds for e in iters]
     all_eval, all_sb = seed_eval + rot + child, seed_sb + rot_sb + child_sb
     print(f"offline sample run: {args.iterations} iterations, seed {args.seed}, wall {wall:.1f} s")
     print(f"best static {summary['best_static']:.3f} (best seed {summary['best_seed_static']:.3f}), "

@@ -4,7 +4,7 @@
 
 For each launcher (fork server, fresh interpreter), with the OS jail on and off -- each worker in
 a cgroup, a pid namespace (with its keeper and init processes) and a network namespace of its
-own: sandbox.launch.CGROUP, PID_NAMESPACE and NET_NAMESPACE. The seccomp filter is on in both:
+own: sandbox.engine.launch.CGROUP, PID_NAMESPACE and NET_NAMESPACE. The seccomp filter is on in both:
   cold    the first start with a new launcher (for the fork server: includes starting the server)
   warm    median and 90th percentile over --starts further starts
   ready   spawn -> the worker's "ready" frame (LoadInfo.ready_s)
@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sandbox.forkserver import ForkServerLauncher  # noqa: E402
-from sandbox.host import ProgramSession, SandboxLimits  # noqa: E402
-import sandbox.launch as launch  # noqa: E402
-from sandbox.launch import SubprocessLauncher  # noqa: E402
+from sandbox.engine.forkserver import ForkServerLauncher  # noqa: E402
+from sandbox.engine.session import ProgramSession, SandboxLimits  # noqa: E402
+import sandbox.engine.launch as launch  # noqa: E402
+from sandbox.engine.launch import SubprocessLauncher  # noqa: E402
 
 TRIVIAL = '''
 from dataclasses import dataclass, field

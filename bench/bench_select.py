@@ -30,8 +30,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mstar.facility import facility_location  # noqa: E402
-from mstar.select import kmeans_static_set  # noqa: E402
+from mstar.split.facility import facility_location  # noqa: E402
+from mstar.split.kmeans import kmeans_static_set  # noqa: E402
 
 DIM = 384
 

@@ -1,0 +1,21 @@
+"""mstar: evolve memory programs for LLM agents (after the M* paper).
+
+Where things are:
+  loop.py        the evolution loop (paper Algorithm 1a); the only writer of the pool
+  strategies/    the algorithm's decisions: parent selection, failed cases, references, acceptance
+  evaluate.py    one evaluation of a program (Algorithm 1b): ingest, read, answer, score
+  agent.py       the task agent's prompts and reply parsing
+  reflect.py     the reflector's prompt and reply;  mutate.py  reply -> patch -> gates -> child
+  patch/         V4A patches: parse, locate, apply, make
+  program/       programs as the engine sees them: built-in sources, frozen parts, the contract
+  split/         static set (k-means), training episodes (facility location), rotating batches
+  pool.py        the programs of a run with parents and scores
+  llm/           one router over four roles: backends, retries, cache, ledger, budgets
+  offline/       the deterministic offline models that serve every role with no network
+  tasks/         task loaders (sample, LoCoMo, rubric, finance, JSONL) and metrics
+  run/           the run folder: store, typed lineage events, views, resume, export, report
+  commands/      one module per CLI subcommand;  cli.py  the `mstar` entry point
+  testing/       a local OpenAI-compatible fake server for tests and benchmarks
+  api.py         MemoryProgram: use an exported program in your own agent
+The sandbox that runs programs is its own package, `sandbox/`.
+"""

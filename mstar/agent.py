@@ -18,7 +18,7 @@ import dataclasses
 import json
 import re
 
-from mstar import field_types
+from mstar.program import field_types
 
 
 

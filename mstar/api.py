@@ -7,7 +7,7 @@
         print(memory.ask("What is the name of Maya's cat?"))
 
 The program runs exactly as it did during evolution: in its own sandbox worker
-(sandbox.host.ProgramSession: static gate, restricted compile, import whitelist, separate process
+(sandbox.engine.session.ProgramSession: static gate, restricted compile, import whitelist, separate process
 with memory/CPU limits and a per-call deadline), and the task agent speaks to it through the same
 prompts (mstar.agent): `ingest` asks the LLM for a KnowledgeItem and hands it to `write()`,
 `ask` asks for a Query, hands it to `read()`, and answers from what came back. The program's own
@@ -28,7 +28,7 @@ from typing import Any, Callable
 from mstar import agent
 from mstar.config import SandboxConfig
 from mstar.evaluate import sandbox_limits
-from sandbox.host import ProgramSession, SandboxError, SandboxLimits
+from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits
 
 LLMFn = Callable[[list[dict]], str]
 

@@ -6,7 +6,7 @@ import importlib
 import sys
 
 # Subcommand modules, in the order `mstar --help` lists them.
-COMMANDS = ("evolve", "resume", "runs", "lineage", "show", "export", "eval", "report", "baselines")
+COMMANDS = ("evolve", "resume", "runs", "lineage", "show", "export", "eval", "report", "baselines", "check")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +18,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["check"]:  # the sandbox checker parses its own flags (mstar/commands/check.py)
+        from mstar.commands.check import cmd_check
+        return cmd_check(argparse.Namespace(check_argv=argv[1:]))
     args = build_parser().parse_args(argv)
     return args.func(args)
 

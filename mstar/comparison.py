@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 from mstar.config import SandboxConfig
 from mstar.evaluate import evaluate
 from mstar.llm.router import LLMRouter
-from mstar.programs import load_program_source
+from mstar.program.sources import load_program_source
 from mstar.tasks import QueryItem, Task
 
 # Display names and paradigms, in the paper's row order (Table 1), then the systems of our seed
@@ -42,7 +42,7 @@ OTHER_GROUP = "Other programs"
 # Column order for categories we know; any other category follows, sorted.
 CATEGORY_ORDER = ("single-hop", "multi-hop", "temporal", "open-domain", "adversarial")
 
-Progress = Callable[[dict], None]
+Progress = Callable[["ProgramScore"], None]   # called with each row as it is scored
 
 
 @dataclass
@@ -197,12 +197,11 @@ def compare(task: Task, programs: Sequence[str], *, router: LLMRouter, sandbox: 
         load_program_source(p)
     sandbox = sandbox or SandboxConfig()
     queries = select_queries(task, split, limit)
-    notify = progress or (lambda event: None)
+    notify = progress or (lambda row: None)
 
     def one(program: str) -> ProgramScore:
         row = score_program(program, task, queries, router=router, sandbox=sandbox, workers=workers)
-        notify({"event": "program", "program": program, "label": row.label, "overall": row.overall,
-                "seconds": row.seconds, "error": row.error})
+        notify(row)  # the scored row itself: label, overall, seconds, error
         return row
 
     if parallel > 1:

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from mstar.contract import DEFAULT_ALLOWED_IMPORTS
+from mstar.program import DEFAULT_ALLOWED_IMPORTS
 
 ROLES = ("task", "reflector", "toolkit", "judge")
 

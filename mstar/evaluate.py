@@ -18,10 +18,10 @@ from typing import Callable, Sequence
 from mstar import agent
 from mstar.config import SandboxConfig
 from mstar.llm.router import LLMRouter
-from mstar.judging import JudgeFn, Score
-from mstar.metrics import per_category_means
+from mstar.tasks.judging import JudgeFn, Score
+from mstar.tasks.metrics import per_category_means
 from mstar.tasks import Episode, QueryItem
-from sandbox.host import ProgramSession, SandboxError, SandboxLimits
+from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits
 
 MAX_RAW_IN_RECORD = 1500  # write examples keep a prefix of the raw text, not all of it
 

@@ -1,13 +1,13 @@
 """The evolution loop (paper Algorithm 1a).
 
-Evaluate the seeds on the static set -> for each iteration: pick a parent by
-softmax over static scores, evaluate it on a fresh rotating minibatch, show
-the reflector two failed cases (Efraimidis-Spirakis, weight 1 - score), apply
-its patch, run the gates (with up to k compile-fix rounds), evaluate the child
-on the static set and add it to the pool unconditionally -> at the end score
-the best program on the held-out test set.
+Evaluate the seeds on the static set -> for each iteration: pick a parent (strategies.selection),
+evaluate it on a rotating minibatch, show the reflector failed cases (strategies.failures) and
+reference programs (strategies.references), apply its patch and run the gates with up to k
+compile-fix rounds (mstar.mutate), evaluate the child on the static set and add it to the pool
+(strategies.acceptance) -> at the end score the best program on the held-out test set.
 
-This module decides what enters the pool; everything it calls only proposes.
+This module is the only one that changes the pool; the strategies only propose. Every step ends
+in one typed lineage event (mstar.run.events), written before the next step starts.
 """
 from __future__ import annotations
 
@@ -16,19 +16,21 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from mstar import select
 from mstar.config import RunConfig
-from mstar.embed import make_embedder
 from mstar.evaluate import EvalResult, evaluate, sandbox_limits
 from mstar.llm.router import LLMRouter
 from mstar.mutate import MutationOutcome, propose_child
 from mstar.pool import Pool, PoolEntry
-from mstar.programs import load_program_source
+from mstar.program.sources import load_program_source
 from mstar.reflect import ReflectionInput, build_reflection_messages
-from mstar.runs import FORMAT_VERSION, RunStore
+from mstar.run import events
+from mstar.run.store import FORMAT_VERSION, RunStore
+from mstar.split import Split, make_split
+from mstar.split.embed import make_embedder
+from mstar.strategies import FailureMemory, Strategies
 from mstar.tasks import Task
 
-Progress = Callable[[dict], None]
+Progress = Callable[[events.Event], None]
 
 
 def iteration_rng(seed: int, iteration: int) -> random.Random:
@@ -50,7 +52,7 @@ class RunSummary:
     best_id: str
     best_static: float
     best_seed_static: float
-    test_score: float
+    test_score: float | None
     test_per_category: dict[str, float]
     iterations: int
     children_added: int
@@ -61,21 +63,22 @@ class RunSummary:
 
 class Evolution:
     def __init__(self, cfg: RunConfig, task: Task, router: LLMRouter, store: RunStore,
-                 progress: Progress | None = None, embedder=None, split: select.Split | None = None):
+                 progress: Progress | None = None, embedder=None, split: Split | None = None,
+                 strategies: Strategies | None = None):
         self.cfg = cfg
         self.task = task
         self.router = router
         self.store = store
         self.progress = progress or (lambda event: None)
+        self.strategies = strategies or Strategies.from_config(cfg.evolution)
         self.pool = Pool()
-        # Failure memory (beyond the paper): per parent, what was tried on it and failed.
-        self.failures: dict[str, list[str]] = {}
-        # A resumed run passes the split it saved (mstar/resume.py).
+        self.failures = FailureMemory()
+        # A resumed run passes the split it saved (mstar/run/resume.py).
         if split is None:
             ev = cfg.evolution
             embedder = embedder or make_embedder(ev.embed_model, ev.embed_cache_dir)
-            split = select.make_split(task, embedder, static_size=ev.static_size, rotating_size=ev.rotating_size,
-                                      train_ratio=train_ratio(cfg, task), seed=ev.seed)
+            split = make_split(task, embedder, static_size=ev.static_size, rotating_size=ev.rotating_size,
+                               train_ratio=train_ratio(cfg, task), seed=ev.seed)
         self.split = split
         self.train = [task.episodes[i] for i in self.split.train_episodes]
         self.static = [task.validation[i] for i in self.split.static]
@@ -85,109 +88,83 @@ class Evolution:
         return evaluate(source, self.train, queries, metric=self.task.score, router=self.router,
                         sandbox=self.cfg.sandbox, workers=self.cfg.evolution.workers)
 
-    def _event(self, record: dict) -> None:
-        self.store.append_jsonl("lineage.jsonl", record)
-        self.progress(record)
+    def _event(self, event: events.Event) -> None:
+        self.store.append_jsonl("lineage.jsonl", events.to_dict(event))
+        self.progress(event)
+
+    def _add(self, entry: PoolEntry, res: EvalResult) -> None:
+        self.store.write_program(entry.program_id, entry.source)
+        self.store.write_cases(entry.program_id, "static", res.to_dict())
+        self.pool.add(entry)
+
+    def remember(self, ev: events.IterationEvent) -> None:
+        """Failure memory from one iteration's event: the loop and resume use this one rule."""
+        self.failures.remember(ev.parent_id, ev.iteration, ev.status, ev.title, ev.attempts, ev.delta)
 
     # ------------------------------------------------------------ phases
     def evaluate_seeds(self) -> None:
         for name in self.cfg.seeds:
-            t0, mark, replay_mark = time.perf_counter(), self.router.mark(), self.router.replay_mark()
+            t0, mark = time.perf_counter(), self.router.mark()
             label, source = load_program_source(name)
             pid = f"seed_{label}"
             if pid in self.pool:  # evaluated before a crash (resumed run)
                 continue
             res = self._eval(source, self.static)
             self._add(PoolEntry(pid, None, 0, source, res.mean_score, f"seed: {label}", res.per_category), res)
-            self._event({"event": "seed", "program_id": pid, "parent_id": None, "iteration": 0,
-                         "title": f"seed: {label}", "static_score": res.mean_score,
-                         "per_category": res.per_category, "error": res.error,
-                         "llm": self.router.since(mark),
-                         "timing": {"eval_s": round(res.seconds, 3), "sandbox_s": round(res.sandbox_seconds, 3)},
-                         "seconds": round(time.perf_counter() - t0, 3)})
-
-    def _add(self, entry: PoolEntry, res: EvalResult) -> None:
-        self.pool.add(entry)
-        self.store.write_program(entry.program_id, entry.source)
-        self.store.write_cases(entry.program_id, "static", res.to_dict())
+            self._event(events.SeedEvent(
+                program_id=pid, title=f"seed: {label}", static_score=res.mean_score, per_category=res.per_category,
+                error=res.error, llm=self.router.since(mark),
+                timing={"eval_s": round(res.seconds, 3), "sandbox_s": round(res.sandbox_seconds, 3)},
+                seconds=round(time.perf_counter() - t0, 3)))
 
     def iterate(self, iteration: int) -> None:
         ev = self.cfg.evolution
         t0, mark, replay_mark = time.perf_counter(), self.router.mark(), self.router.replay_mark()
         rng = iteration_rng(ev.seed, iteration)
-        parent = self.pool.entries[select.softmax_sample(self.pool.scores(), ev.tau, rng)]
+        parent = self.strategies.selection.select(self.pool.entries, rng)
         batch = self.split.rotating(iteration)
         rot = self._eval(parent.source, [self.task.validation[i] for i in batch])
         timing = {"rotating_eval_s": round(rot.seconds, 3), "rotating_sandbox_s": round(rot.sandbox_seconds, 3)}
         cases = [c.__dict__ for c in rot.cases]
-        failed = [c for c in cases if c["score"] < 1.0]
-        picked = [failed[i] for i in select.efraimidis_spirakis(
-            [1.0 - c["score"] for c in failed], min(ev.failures_per_iteration, len(failed)), rng)] if failed else []
-        successes = [c for c in cases if c["score"] >= 0.5][:2]
+        picked = self.strategies.failures.sample(cases, ev.failures_per_iteration, rng)
         inp = ReflectionInput(
             source=parent.source, iteration=iteration, score=parent.static_score,
-            failed_cases=picked or cases[:ev.failures_per_iteration], success_cases=successes,
+            failed_cases=picked, success_cases=[c for c in cases if c["score"] >= 0.5][:2],
             write_examples=[w.__dict__ for w in rot.writes[:2]],
             lineage=self.pool.lineage_lines(parent.program_id),
-            already_tried=list(self.failures.get(parent.program_id, [])), mode=ev.mode,
-            references=self._references(parent),
+            already_tried=self.failures.notes(parent.program_id), mode=ev.mode,
+            references=[(e.program_id, e.static_score, e.source)
+                        for e in self.strategies.references.pick(parent, self.pool.entries)],
             debug_logs=[l for w in rot.writes[:3] for l in w.debug_logs] + [l for c in cases for l in c["debug_logs"]],
         )
         outcome: MutationOutcome = propose_child(
             parent.source, build_reflection_messages(inp, self.cfg.sandbox, ev.prompt_budget_tokens),
             router=self.router, sandbox=self.cfg.sandbox, limits=sandbox_limits(self.cfg.sandbox),
             attempts=ev.compile_fix_attempts, known_sources={e.source for e in self.pool.entries}, mode=ev.mode)
-        record = {"event": "iteration", "iteration": iteration, "parent_id": parent.program_id,
-                  "parent_static_score": parent.static_score, "rotating_batch": batch,
-                  "rotating_score": rot.mean_score, "failed_case_ids": [c["query_id"] for c in picked],
-                  "title": outcome.title, "body": outcome.body, "attempts": outcome.attempts,
-                  "status": outcome.status}
+        record = events.IterationEvent(
+            iteration=iteration, parent_id=parent.program_id, status=outcome.status, title=outcome.title,
+            body=outcome.body, attempts=outcome.attempts, parent_static_score=parent.static_score,
+            rotating_batch=batch, rotating_score=rot.mean_score,
+            failed_case_ids=[c["query_id"] for c in picked] if any(c["score"] < 1.0 for c in cases) else [])
         if outcome.status == "ok":
             pid = f"iter_{iteration:03d}"
             res = self._eval(outcome.source, self.static)
             timing.update(child_eval_s=round(res.seconds, 3), child_sandbox_s=round(res.sandbox_seconds, 3))
-            self._add(PoolEntry(pid, parent.program_id, iteration, outcome.source, res.mean_score,
-                                outcome.title, res.per_category), res)
-            record.update(program_id=pid, static_score=res.mean_score, per_category=res.per_category,
-                          delta=res.mean_score - parent.static_score, eval_error=res.error)
-        else:
-            if outcome.source is not None:  # keep the failed child's text for inspection
-                self.store.write_program(f"iter_{iteration:03d}_rejected", outcome.source)
-            record.update(program_id=None, static_score=None)
-        self._remember_failure(parent.program_id, iteration, outcome, record.get("delta"))
-        record["best_static_score"] = self.pool.best().static_score
-        record["llm"] = self.router.since(mark)
-        record["replay_keys"] = self.router.replay_since(replay_mark)  # for resume (mstar.resume)
+            child = PoolEntry(pid, parent.program_id, iteration, outcome.source, res.mean_score,
+                              outcome.title, res.per_category)
+            self._add(child, res)
+            record.program_id, record.static_score, record.per_category = pid, res.mean_score, res.per_category
+            record.delta, record.eval_error = res.mean_score - parent.static_score, res.error
+        elif outcome.source is not None:  # keep the failed child's text for inspection
+            self.store.write_program(f"iter_{iteration:03d}_rejected", outcome.source)
+        self.remember(record)
+        record.best_static_score = self.pool.best().static_score
+        record.llm = self.router.since(mark)
+        record.replay_keys = self.router.replay_since(replay_mark)  # for resume (mstar.run.resume)
         timing["gates_s"] = round(outcome.gate_seconds, 3)
-        record["timing"] = timing
-        record["seconds"] = round(time.perf_counter() - t0, 3)
+        record.timing = timing
+        record.seconds = round(time.perf_counter() - t0, 3)
         self._event(record)
-
-    def _remember_failure(self, parent_id: str, iteration: int, outcome: MutationOutcome,
-                          delta: float | None) -> None:
-        if outcome.status == "ok" and (delta is None or delta >= 0):
-            return
-        if outcome.status == "ok":
-            reason = f"failed: lowered the static score by {delta:+.3f}"
-        elif outcome.status == "duplicate":
-            reason = "duplicate: identical to a program already in the pool"
-        else:
-            last = outcome.attempts[-1].get("error", "") if outcome.attempts else ""
-            reason = "failed: " + " ".join(str(last).split())[:160]
-        # Parentheses would end the note early for readers that parse these lines.
-        reason = reason.replace("(", "[").replace(")", "]")
-        self.failures.setdefault(parent_id, []).append(
-            f"- [tried] attempt_{iteration:03d}: {outcome.title} ({reason})")
-
-    def _references(self, parent: PoolEntry) -> list[tuple[str, float, str]]:
-        others = sorted((e for e in self.pool.entries if e.program_id != parent.program_id),
-                        key=lambda e: e.static_score)
-        if not others:
-            return []
-        picks = [others[-1]] if others[-1].static_score > parent.static_score else []
-        if others[0].static_score < parent.static_score and others[0] not in picks:
-            picks.append(others[0])
-        return [(e.program_id, e.static_score, e.source) for e in picks]
 
     def finish(self, t_start: float, stop_reason: str | None = None, iterations_done: int | None = None) -> RunSummary:
         best = self.pool.best()
@@ -203,30 +180,28 @@ class Evolution:
             self.store.write_cases(best.program_id, "test", test.to_dict())
         self.store.write_text("best_program.py", best.source)
         seeds = [e for e in self.pool.entries if e.parent_id is None]
+        children = sum(1 for e in self.pool.entries if e.parent_id is not None)
         summary = RunSummary(
             best_id=best.program_id, best_static=best.static_score,
             best_seed_static=max(e.static_score for e in seeds),
-            test_score=test.mean_score if test else float("nan"),
+            test_score=test.mean_score if test else None,
             test_per_category=test.per_category if test else {},
-            iterations=iterations,
-            children_added=sum(1 for e in self.pool.entries if e.parent_id is not None),
-            failed_iterations=iterations - sum(1 for e in self.pool.entries if e.parent_id is not None),
+            iterations=iterations, children_added=children, failed_iterations=iterations - children,
             seconds=round(time.perf_counter() - t_start, 3), stop_reason=stop_reason)
         self.store.write_json("summary.json", {"format_version": FORMAT_VERSION, **summary.__dict__,
                                                "llm_totals": self.router.totals(), "llm": self.router.report(),
                                                "pool": [{k: v for k, v in e.to_dict().items() if k != "source"}
                                                         for e in self.pool.entries]})
         if stop_reason is not None:  # no test event: the run is not finished, `mstar resume` continues it
-            self._event({"event": "stopped", "reason": stop_reason, "iteration": iterations,
-                         "llm": self.router.since(mark)})
+            self._event(events.StoppedEvent(reason=stop_reason, iteration=iterations, llm=self.router.since(mark)))
             return summary
         # The test event is written last: a run is finished exactly when its lineage ends with it.
-        self._event({"event": "test", "program_id": best.program_id, "test_score": summary.test_score,
-                     "per_category": summary.test_per_category, "llm": self.router.since(mark)})
+        self._event(events.TestEvent(program_id=best.program_id, test_score=summary.test_score,
+                                     per_category=summary.test_per_category, llm=self.router.since(mark)))
         return summary
 
     def run(self, first_iteration: int = 1) -> RunSummary:
-        """The whole run; a resumed run (mstar/resume.py) has rebuilt the pool and failure memory
+        """The whole run; a resumed run (mstar/run/resume.py) has rebuilt the pool and failure memory
         and starts at the first iteration without an event."""
         t0 = time.perf_counter()
         self.store.write_json("split.json", self.split.to_dict())

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from mstar.config import SandboxConfig
 from mstar.llm.router import LLMRouter
 from mstar.llm.types import LLMError
-from mstar.frozen import FrozenPartError, check_frozen
+from mstar.program.frozen import FrozenPartError, check_frozen
 from mstar.patch import PatchError, apply_patch
 from mstar.reflect import ReplyError, build_compile_fix_messages, parse_reply
-from sandbox.gates import run_gates
-from sandbox.host import SandboxLimits
+from sandbox.engine.gates import run_gates
+from sandbox.engine.session import SandboxLimits
 
 
 @dataclass

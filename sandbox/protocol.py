@@ -3,7 +3,7 @@
 A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON (one object).
 Frames travel on a dedicated pipe pair, never on stdout/stderr, so nothing a program prints can be
 mistaken for a result. The engine treats every frame from a worker as hostile input: size-capped,
-parsed defensively, and checked field by field by its reader (host.py).
+parsed defensively, and checked field by field by its reader (engine/session.py).
 
 Ops, engine -> worker: {"op": "load", ...}, {"op": "write", ...}, {"op": "read", ...},
 {"op": "llm_reply", ...}. Worker -> engine: {"op": "ready", ...}, {"op": "stage", ...},

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mstar.cli import main
 from mstar.config import EvolutionConfig, RunConfig
-from mstar.runs import RunStore
+from mstar.run.store import RunStore
 
 # What the resume test kills and resumes, and what the other tests inspect.
 SMALL_ARGS = ["--task", "sample", "--iterations", "4", "--static-size", "8", "--seed", "0"]

@@ -81,7 +81,7 @@ def test_answer_prompt_puts_always_on_in_front_of_retrieved():
 
 def test_schema_may_be_fieldspec_dataclasses():
     @dataclass
-    class FieldSpec:  # local fake of mstar.contract.FieldSpec
+    class FieldSpec:  # local fake of sandbox.contract.FieldSpec
         name: str
         type: str
         description: str

@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from mstar.contract import DEFAULT_ALLOWED_IMPORTS
-from mstar.programs import baseline_names, load_program_source
-from sandbox.check import local_toolkit_llm
-from sandbox.embedding import embed_text
-from sandbox.gates import run_gates
-from sandbox.host import ProgramSession, SandboxLimits
+from sandbox.contract import DEFAULT_ALLOWED_IMPORTS
+from mstar.program.sources import baseline_names, load_program_source
+from mstar.offline.toolkit_model import OfflineToolkitModel
+from sandbox.worker.embedding import embed_text
+from sandbox.engine.gates import run_gates
+from sandbox.engine.session import ProgramSession, SandboxLimits
 
 LIMITS = SandboxLimits(call_timeout_s=20.0)
 
@@ -55,7 +55,7 @@ def log_field(logs: list[str], key: str) -> str:
 
 @pytest.mark.parametrize("name", baseline_names())
 def test_every_baseline_passes_the_gates_within_one_call_per_op(name):
-    llm, _ = local_toolkit_llm()
+    llm = OfflineToolkitModel().complete
     report = run_gates(load_program_source(name)[1], allowed_imports=DEFAULT_ALLOWED_IMPORTS,
                        limits=LIMITS, llm=llm)
     assert report.ok, report.error

@@ -1,4 +1,4 @@
-"""`python -m sandbox.check PROGRAM.py [--json]` as a user runs it: a real subprocess, real workers.
+"""`python -m sandbox PROGRAM.py [--json]` as a user runs it: a real subprocess, real workers.
 
 Checks the documented JSON fields, the window labels of toolkit LLM calls, the text rendering
 and the exit statuses (0 pass, 1 a gate failed, 2 bad usage).
@@ -42,7 +42,7 @@ RUNTIME_FAILURE = SEED.read_text().replace("self.lessons.append(item.lesson_lear
 
 def check(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    return subprocess.run([sys.executable, "-m", "sandbox.check", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "sandbox", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -12,7 +12,7 @@ from mstar.comparison import (DEFAULT_PROGRAMS, ComparisonTable, ProgramScore, c
                               compare, render_markdown, select_queries)
 from mstar.config import LLMConfig
 from mstar.llm.router import LLMRouter
-from mstar.programs import baseline_names, builtin_programs, load_program_source, seed_names
+from mstar.program.sources import baseline_names, builtin_programs, load_program_source, seed_names
 from mstar.tasks import QueryItem, load_task
 
 BASELINES = Path(__file__).resolve().parents[1] / "baselines"
@@ -99,7 +99,7 @@ def test_compare_scores_programs_in_order_and_no_memory_scores_zero():
     assert none.overall == 0.0 and none.error is None and none.group == ""
     assert traj.overall > 0.0 and traj.group.startswith("Self-evolution")
     assert set(traj.per_category) == {c for c, _ in table.categories}
-    assert [e["program"] for e in events] == ["no_memory", "trajectory_retrieval"]
+    assert [row.program for row in events] == ["no_memory", "trajectory_retrieval"]
     with pytest.raises(ValueError, match="unknown program 'nope'"):
         compare(task, ["no_memory", "nope"], router=router)
 

@@ -1,4 +1,4 @@
-"""mstar.contract: the interface check on source, field schemas from live dataclasses."""
+"""sandbox.contract: the interface check on source, field schemas from live dataclasses."""
 import ast
 import json
 import typing
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mstar import contract
-from mstar.contract import (
+from sandbox import contract
+from sandbox.contract import (
     ContractError,
     FieldSpec,
     annotation_type_name,

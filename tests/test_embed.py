@@ -6,8 +6,8 @@ so they run in CI. Without the extra they are skipped, and every other test here
 import numpy as np
 import pytest
 
-from mstar import embed
-from mstar.embed import (CachedEmbedder, HashingEmbedder, SentenceTransformerEmbedder, bundled_model_path,
+from mstar.split import embed
+from mstar.split.embed import (CachedEmbedder, HashingEmbedder, SentenceTransformerEmbedder, bundled_model_path,
                          make_embedder, resolve_model, sentence_transformers_available)
 
 HAVE_ST = sentence_transformers_available() and bundled_model_path() is not None
@@ -80,7 +80,7 @@ def test_minilm_from_the_package_offline(tmp_path):
 
 @needs_st
 def test_a_local_model_folder_works_and_the_split_records_it(tmp_path):
-    from mstar.select import make_split
+    from mstar.split import make_split
     from mstar.tasks import load_task
 
     direct = SentenceTransformerEmbedder(str(bundled_model_path()))

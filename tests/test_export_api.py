@@ -12,7 +12,7 @@ from mstar.cli import main
 from mstar.llm.offline_backend import OfflineBackend
 from mstar.tasks import load_task
 from run_helpers import small_run
-from sandbox.host import SandboxError, SandboxLimits
+from sandbox.engine.session import SandboxError, SandboxLimits
 
 
 @pytest.fixture(scope="module")

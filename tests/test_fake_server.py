@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from mstar.config import RoleConfig
-from mstar.fake_server import FAULT_KINDS, FakeOpenAIServer, Faults, scripted_responder
+from mstar.testing.fake_server import FAULT_KINDS, FakeOpenAIServer, Faults, scripted_responder
 from mstar.llm.openai_backend import OpenAIBackend
 from mstar.llm.retry import RetryPolicy
 from mstar.llm.router import LLMRouter, RolePolicy
@@ -113,7 +113,7 @@ def test_bad_fault_settings_are_named():
 
 
 def test_command_line_server_serves_the_offline_models_and_stats():
-    proc = subprocess.Popen([sys.executable, "-m", "mstar.fake_server", "--latency", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "mstar.testing.fake_server", "--latency", "0"],
                             stdout=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().strip()

@@ -6,10 +6,10 @@ import ast
 
 import pytest
 
-from mstar import field_types
+from sandbox.contract import field_types
 from mstar.agent import fill_fields
-from mstar.field_types import FieldType, coerce, parse
-from sandbox.host import ProgramSession, SandboxLimits
+from sandbox.contract.field_types import FieldType, coerce, parse
+from sandbox.engine.session import ProgramSession, SandboxLimits
 
 
 @pytest.mark.parametrize("spelling,canonical", [

@@ -1,6 +1,6 @@
 import pytest
 
-from mstar.frozen import FrozenPartError, check_frozen, split_program
+from mstar.program.frozen import FrozenPartError, check_frozen, split_program
 
 SEED = open("seeds/vector_search.py").read()
 

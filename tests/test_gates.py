@@ -1,14 +1,14 @@
-"""sandbox.gates and sandbox.check through real worker processes (sandbox.host)."""
+"""sandbox.engine.gates and sandbox.engine.check through real worker processes (sandbox.engine.session)."""
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from mstar.contract import DEFAULT_ALLOWED_IMPORTS
-from sandbox import check
-from sandbox.gates import MOCK_CORPUS, mock_item, mock_query, run_gates
-from sandbox.host import SandboxLimits
+from sandbox.contract import DEFAULT_ALLOWED_IMPORTS
+from sandbox.engine import check
+from sandbox.engine.gates import MOCK_CORPUS, mock_item, mock_query, run_gates
+from sandbox.engine.session import SandboxLimits
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = sorted((ROOT / "seeds").glob("[a-z]*.py"))

@@ -19,7 +19,7 @@ world-writable directory. Checked from outside, for every program:
 - logs stay within the per-op cap;
 - the worker's process group is gone after the session ends;
 and, after the whole corpus, the engine (its fork server included) still runs a normal program.
-The same corpus also goes through `sandbox.gates.run_gates` (what `python -m sandbox.check` runs).
+The same corpus also goes through `sandbox.engine.gates.run_gates` (what `python -m sandbox` runs).
 """
 from __future__ import annotations
 
@@ -35,11 +35,11 @@ from pathlib import Path
 
 import pytest
 
-from mstar.contract import DEFAULT_ALLOWED_IMPORTS
-from sandbox.forkserver import ForkServerLauncher
-from sandbox.gates import run_gates
-from sandbox.host import ProgramSession, SandboxError, SandboxLimits, SubprocessLauncher
-from sandbox.toolkit import MAX_LOG_LINES
+from sandbox.contract import DEFAULT_ALLOWED_IMPORTS
+from sandbox.engine.forkserver import ForkServerLauncher
+from sandbox.engine.gates import run_gates
+from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits, SubprocessLauncher
+from sandbox.worker.toolkit import MAX_LOG_LINES
 
 HOSTILE = Path(__file__).parent / "hostile"
 PROGRAMS = sorted(HOSTILE.glob("h*.py"))
@@ -48,7 +48,7 @@ SEED = ROOT / "seeds" / "vector_search.py"
 LIMITS = SandboxLimits(call_timeout_s=2.5, memory_mb=768, cpu_s=60, max_log_chars=8000)
 SECRET_VAR = "MSTAR_HOSTILE_SECRET"  # the programs ask for this name
 SECRET = f"sk-hostile-{uuid.uuid4().hex}"
-LLM_PROMPT_CAP = 200_000  # sandbox.host.LLM_PROMPT_MAX_CHARS
+LLM_PROMPT_CAP = 200_000  # sandbox.engine.session.LLM_PROMPT_MAX_CHARS
 LOG_SLACK = 500  # the "[n more log messages dropped]" note and cut markers
 STAGES = ("static", "compile", "import", "init", "write", "read", "ok")
 
@@ -292,7 +292,7 @@ GATE_PROGRAMS = [p for p in PROGRAMS if not _spins_until_killed(p) or p.stem.end
 
 @pytest.fixture(scope="module")
 def gate_reports(runs, launcher):
-    """The corpus through run_gates (mock corpus, no marker paths): the path `sandbox.check` takes."""
+    """The corpus through run_gates (mock corpus, no marker paths): the path `sandbox.engine.check` takes."""
     def gates(path):
         return run_gates(path.read_text(), allowed_imports=DEFAULT_ALLOWED_IMPORTS, limits=LIMITS,
                          llm=lambda messages: "reply", writes=2, reads=2)

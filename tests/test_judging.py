@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from mstar.judging import (answer_judge_messages, llm_judge_score, parse_verdict, render_conversation,
+from mstar.tasks.judging import (answer_judge_messages, llm_judge_score, parse_verdict, render_conversation,
                            rubric_messages, rubric_points, rubric_score)
 from mstar.offline.judge_model import OfflineJudgeModel
 from mstar.tasks import QueryItem, Task, TaskError

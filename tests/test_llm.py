@@ -6,7 +6,7 @@ import time
 import pytest
 
 from mstar.config import LLMConfig, RoleConfig
-from mstar.fake_server import FakeOpenAIServer, HTTPErrorReply, scripted_responder
+from mstar.testing.fake_server import FakeOpenAIServer, HTTPErrorReply, scripted_responder
 from mstar.llm.ledger import call_kind
 from mstar.llm.openai_backend import OpenAIBackend
 from mstar.llm.retry import RetryPolicy, parse_retry_after, retry_delay

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from mstar.fake_server import FakeOpenAIServer, Faults, scripted_responder
+from mstar.testing.fake_server import FakeOpenAIServer, Faults, scripted_responder
 from mstar.config import RoleConfig
 from mstar.llm.cache import ResponseCache, request_key
 from mstar.llm.offline_backend import OfflineBackend

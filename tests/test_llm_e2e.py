@@ -5,7 +5,7 @@ import json
 import sys
 
 from mstar.cli import main
-from mstar.fake_server import FAULT_KINDS, FakeOpenAIServer, Faults, offline_responder
+from mstar.testing.fake_server import FAULT_KINDS, FakeOpenAIServer, Faults, offline_responder
 
 ROLES = ("task", "reflector", "toolkit", "judge")
 SMALL = ["--task", "sample", "--seeds", "vector_search", "--static-size", "4", "--quiet"]

@@ -1,4 +1,4 @@
-"""sandbox.loader (+ static gate, restricted policy, namespace, proxies), in process.
+"""sandbox.worker.loader (+ static gate, restricted policy, namespace, proxies), in process.
 
 The real isolation is the worker process (tests/test_gates.py goes through it); here we
 check the language layer directly: what loads, what is refused, at which stage, and why.
@@ -8,10 +8,10 @@ from typing import Optional
 
 import pytest
 
-from mstar.contract import DEFAULT_ALLOWED_IMPORTS
-from sandbox.loader import LoadedProgram, ProgramRejected, build_instance, load_program
-from sandbox.toolkit import LogSink, OpClock, make_toolkit
-from sandbox.toolkit_db import make_database
+from sandbox.contract import DEFAULT_ALLOWED_IMPORTS
+from sandbox.worker.loader import LoadedProgram, ProgramRejected, build_instance, load_program
+from sandbox.worker.toolkit import LogSink, OpClock, make_toolkit
+from sandbox.worker.toolkit_db import make_database
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = sorted((ROOT / "seeds").glob("[a-z]*.py"))

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mstar.metrics import (METRICS, exact_match, get_metric, normalize_answer, numeric_match, parse_number,
+from mstar.tasks.metrics import (METRICS, exact_match, get_metric, normalize_answer, numeric_match, parse_number,
                            per_category_means, token_f1)
 
 

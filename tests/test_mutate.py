@@ -6,14 +6,14 @@ import pytest
 
 from mstar.config import RoleConfig, RunConfig, EvolutionConfig, SandboxConfig
 from mstar.evaluate import sandbox_limits
-from mstar.fake_server import FakeOpenAIServer, offline_responder
+from mstar.testing.fake_server import FakeOpenAIServer, offline_responder
 from mstar.llm.offline_backend import OfflineBackend
 from mstar.llm.openai_backend import OpenAIBackend
 from mstar.llm.router import LLMRouter
 from mstar.loop import Evolution
 from mstar.mutate import propose_child
 from mstar.patch import make_patch
-from mstar.runs import RunStore
+from mstar.run.store import RunStore
 from mstar.tasks import load_task
 
 SEED = open("seeds/vector_search.py").read()

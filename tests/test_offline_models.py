@@ -10,7 +10,7 @@ from mstar.agent import (build_answer_messages, build_extraction_messages, build
 from mstar.offline.judge_model import OfflineJudgeModel
 from mstar.offline.task_model import (SHORT_CAP, OfflineTaskModel, answer, field_kind,
                                       is_directive, read_directives)
-from mstar.offline.answer_span import question_info, question_parts
+from mstar.offline.question_kinds import question_info, question_parts
 from mstar.offline.text import (content_words, marker_date, ranked_terms, resolve_relative,
                                 split_sentences, split_units, stem, surface_words, tokens)
 from mstar.offline.toolkit_model import OfflineToolkitModel, find_query_and_text

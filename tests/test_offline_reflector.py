@@ -31,8 +31,8 @@ from mstar.offline.text import split_sentences
 from mstar.patch import apply_patch
 from mstar.reflect import (ReflectionInput, ReplyError, build_compile_fix_messages,
                            build_reflection_messages, parse_reply)
-from sandbox.embedding import HashingEmbeddingFunction
-from sandbox.static_gate import check_source
+from sandbox.worker.embedding import HashingEmbeddingFunction
+from sandbox.worker.static_gate import check_source
 
 SEEDS_DIR = Path(__file__).resolve().parents[1] / "seeds"
 SEEDS = {name: (SEEDS_DIR / f"{name}.py").read_text() for name in
@@ -426,7 +426,7 @@ def test_helper_methods_run_under_restricted_python_with_only_safe_builtins():
 def test_ablation_modes_restrict_the_offline_catalogue():
     """With a <mode> section, the offline reflector only touches the part that is evolving."""
     from mstar.config import SandboxConfig
-    from mstar.frozen import check_frozen
+    from mstar.program.frozen import check_frozen
     from mstar.patch import apply_patch
     from mstar.reflect import ReflectionInput, build_reflection_messages
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mstar import patch_make
+from mstar.patch import make as patch_make
 from mstar.patch import PatchError, apply_patch, apply_patch_detailed, make_patch
 
 SEEDS = {p.name: p.read_text() for p in sorted((Path(__file__).parent.parent / "seeds").glob("*.py"))

@@ -3,7 +3,13 @@ from __future__ import annotations
 
 import io
 
-from mstar.progress import ProgressPrinter, format_count, format_duration
+from mstar.run.events import from_dict
+from mstar.run.progress import ProgressPrinter, format_count, format_duration
+
+
+def typed(printer):
+    """The printer fed as the loop feeds it: typed events (here built from their JSON form)."""
+    return lambda d: printer(from_dict(d))
 
 
 def _iteration(it, seconds, *, status="ok", calls=100, tokens=(9000, 1000), cost=0.0):
@@ -18,7 +24,7 @@ def _iteration(it, seconds, *, status="ok", calls=100, tokens=(9000, 1000), cost
 
 def test_iteration_lines_show_outcome_best_spend_and_eta():
     out = io.StringIO()
-    p = ProgressPrinter(total=5, out=out)
+    p = typed(ProgressPrinter(total=5, out=out))
     p({"event": "seed", "program_id": "seed_a", "static_score": 0.5, "error": None,
        "llm": {"calls": 1000, "prompt_tokens": 1_500_000, "completion_tokens": 0}})
     p(_iteration(1, 2.0))
@@ -35,7 +41,7 @@ def test_iteration_lines_show_outcome_best_spend_and_eta():
 
 def test_priced_calls_show_dollars_and_a_resumed_run_counts_earlier_spend():
     out = io.StringIO()
-    p = ProgressPrinter(total=10, out=out, first_iteration=4, spend={"calls": 50, "tokens": 2000, "cost_usd": 0.5})
+    p = typed(ProgressPrinter(total=10, out=out, first_iteration=4, spend={"calls": 50, "tokens": 2000, "cost_usd": 0.5}))
     p(_iteration(4, 60.0, cost=0.25))
     line = out.getvalue().splitlines()[0]
     assert "iter   4/10" in line and "spend 150 calls 12.0k tok $0.75" in line and "eta 6m00s" in line
@@ -45,10 +51,11 @@ def test_priced_calls_show_dollars_and_a_resumed_run_counts_earlier_spend():
 
 def test_quiet_prints_nothing_but_keeps_count():
     out = io.StringIO()
-    p = ProgressPrinter(total=3, quiet=True, out=out)
+    printer = ProgressPrinter(total=3, quiet=True, out=out)
+    p = typed(printer)
     p(_iteration(1, 1.0))
     p({"event": "test", "program_id": "iter_001", "test_score": 0.4, "llm": {"calls": 5}})
-    assert out.getvalue() == "" and p.calls == 105 and p.eta_seconds(1) == 2.0
+    assert out.getvalue() == "" and printer.calls == 105 and printer.eta_seconds(1) == 2.0
 
 
 def test_formatting_helpers():

@@ -7,7 +7,7 @@ annotations`, sqlite with `row_factory = sqlite3.Row`, FTS5, chroma collections 
 fallback, many logger.debug calls, typed fields beyond text (Optional[bool], List[int],
 Dict[str, Any]). Over-blocking any of them is a sandbox bug.
 
-Each program goes through `run_gates` (what `python -m sandbox.check` runs) and through a longer
+Each program goes through `run_gates` (what `python -m sandbox` runs) and through a longer
 cycle in a real worker: eight sessions written with items an extraction model could have produced
 from the program's own schema, then five questions; every read must return a str within the cap,
 and most must surface the fact the question is about.
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from mstar.contract import DEFAULT_ALLOWED_IMPORTS
-from sandbox.gates import run_gates
-from sandbox.host import ProgramSession, SandboxError, SandboxLimits
+from sandbox.contract import DEFAULT_ALLOWED_IMPORTS
+from sandbox.engine.gates import run_gates
+from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits
 
 PROGRAM_DIR = Path(__file__).parent / "programs"
 NEW_PROGRAMS = sorted(p for p in PROGRAM_DIR.glob("*.py")

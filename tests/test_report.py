@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mstar.cli import main
-from mstar.inspect_run import RunView
-from mstar.report import SECTIONS, build_report
+from mstar.run.views import RunView
+from mstar.run.report import SECTIONS, build_report
 from run_helpers import make_synthetic_run, small_run
 
 ROOT = Path(__file__).resolve().parents[1]

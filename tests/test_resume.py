@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mstar.cli import main
-from mstar.runs import RunStore
+from mstar.run.store import RunStore
 from run_helpers import SMALL_ARGS, copy_run, lineage, small_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,7 +157,7 @@ def test_resume_restores_the_reflectors_replay_counters_from_the_events(tmp_path
     earlier iteration also asked, say) replays the same stored reply as before the crash."""
     from mstar.llm.router import LLMRouter
     from mstar.loop import Evolution
-    from mstar.resume import load_split, load_state, rebuild
+    from mstar.run.resume import load_split, load_state, rebuild
     from mstar.tasks import load_task
 
     src = small_run(tmp_path_factory)

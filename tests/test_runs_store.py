@@ -3,7 +3,7 @@ import json
 import pytest
 
 from mstar.config import RunConfig
-from mstar.runs import RunStore
+from mstar.run.store import RunStore
 
 
 def test_store_layout_and_jsonl(tmp_path):

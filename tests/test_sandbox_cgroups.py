@@ -1,4 +1,4 @@
-"""A cgroup per worker (spec L6): keeper, init and worker inside it, limits that really bind,
+"""A cgroup per worker (docs/sandbox.md, L6): keeper, init and worker inside it, limits that really bind,
 removal after the worker, and a sweep of what a killed engine left. Runs where a cgroup is
 writable (root on these machines); the degraded paths run everywhere."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ import signal
 
 import pytest
 
-import sandbox.launch as launch
-from sandbox import cgroups
-from sandbox.limits import LayerUnavailable
+import sandbox.engine.launch as launch
+from sandbox.jail import cgroups
+from sandbox.jail.limits import LayerUnavailable
 from test_sandbox_host import FORK, GOOD, LAUNCHERS, session, wait_gone
 from test_sandbox_jail import run_child, try_unprivileged
 from test_sandbox_pidns import children_of
@@ -73,7 +73,7 @@ def test_keeper_init_and_worker_share_a_capped_cgroup_that_goes_with_them(name):
 def test_the_task_cap_binds():
     child = run_child('''
         import threading, time
-        from sandbox import cgroups
+        from sandbox.jail import cgroups
         import os
         print(cgroups.join_worker_cgroup(100), os.getpid(), flush=True)
         started = 0
@@ -98,7 +98,7 @@ def test_the_task_cap_binds():
 def test_the_memory_cap_binds_on_resident_memory():
     child = run_child('''
         import os
-        from sandbox import cgroups
+        from sandbox.jail import cgroups
         print(cgroups.join_worker_cgroup(16), os.getpid(), flush=True)  # 16 + 64 MiB in all
         blocks = [bytearray(8 << 20) for _ in range(40)]  # 320 MiB, touched (zeroed) page by page
         print("allocated", flush=True)

@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-import sandbox.forkserver as forkserver
-from sandbox.forkserver import ForkServerLauncher, ForkServerUnavailable
-from sandbox.host import ProgramSession, SandboxError, SandboxLimits, default_launcher, set_default_launcher
-from sandbox.launch import SubprocessLauncher, spawn
+import sandbox.engine.forkserver as forkserver
+from sandbox.engine.forkserver import ForkServerLauncher, ForkServerUnavailable
+from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits, default_launcher, set_default_launcher
+from sandbox.engine.launch import SubprocessLauncher, spawn
 from test_sandbox_host import FORK, GOOD, LOOPS, kb, ppid_of, process_gone, session, wait_gone
 
 SECRET = "sk-forkserver-secret-4711"
@@ -237,7 +237,7 @@ def test_the_default_launcher_is_the_fork_server_and_can_be_replaced():
 
 
 def test_the_servers_preload_leaves_nothing_for_a_forked_worker_to_import():
-    """A forked worker skips the chromadb warm-up (sandbox.worker.prepare_in_server) because the
+    """A forked worker skips the chromadb warm-up (sandbox.worker.main.prepare_in_server) because the
     server already imported everything: once it has dropped to nobody it could not read the
     interpreter's files to import more. Here every collection and database method runs after the
     server's preload, and not one module may be imported on the way."""
@@ -245,15 +245,15 @@ def test_the_servers_preload_leaves_nothing_for_a_forked_worker_to_import():
 
     child = run_child('''
         import sys
-        from sandbox import forkserver_main, worker
-        from sandbox.toolkit import OpClock
+        from sandbox.worker import forkserver as forkserver_main, main as worker
+        from sandbox.worker.toolkit import OpClock
         forkserver_main.preload()
         assert worker._SERVER_SETTINGS is not None
         before = set(sys.modules)
         import chromadb
-        from sandbox.embedding import HashingEmbeddingFunction
-        from sandbox.toolkit_chroma import make_chroma
-        from sandbox.toolkit_db import make_database
+        from sandbox.worker.embedding import HashingEmbeddingFunction
+        from sandbox.worker.toolkit_chroma import make_chroma
+        from sandbox.worker.toolkit_db import make_database
         chroma = make_chroma(chromadb.EphemeralClient(worker._SERVER_SETTINGS), HashingEmbeddingFunction())
         worker._warm_up(chroma)  # every collection method, with where / where_document / include
         db = make_database(OpClock())

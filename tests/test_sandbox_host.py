@@ -17,9 +17,9 @@ import time
 
 import pytest
 
-from sandbox.forkserver import ForkServerLauncher
-from sandbox.host import ProgramSession, SandboxError, SandboxLimits
-from sandbox.launch import ENGINE_ROOT, SubprocessLauncher
+from sandbox.engine.forkserver import ForkServerLauncher
+from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits
+from sandbox.engine.launch import ENGINE_ROOT, SubprocessLauncher
 
 ROOT = os.geteuid() == 0  # namespaces and the uid drop need it
 FAST = SandboxLimits(call_timeout_s=5.0)

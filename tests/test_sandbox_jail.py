@@ -1,4 +1,4 @@
-"""The OS jail (spec L6): every worker, and the fork server, in a network namespace of its own.
+"""The OS jail (docs/sandbox.md, L6): every worker, and the fork server, in a network namespace of its own.
 
 Programs cannot import socket, so the namespace is proven from outside: by /proc/<pid>/ns/net of
 real workers (every thread of them), and by a child that applies the same helper and then tries
@@ -16,8 +16,8 @@ import textwrap
 
 import pytest
 
-import sandbox.launch as launch
-from sandbox.launch import ENGINE_ROOT
+import sandbox.engine.launch as launch
+from sandbox.engine.launch import ENGINE_ROOT
 from test_sandbox_host import FORK, GOOD, LAUNCHERS, session
 
 ROOT = os.geteuid() == 0
@@ -29,7 +29,7 @@ def net_ns(pid: int | str, tid: int | str | None = None) -> str:
 
 
 def run_child(code: str, *args: str) -> subprocess.CompletedProcess:
-    """A fresh interpreter that imports sandbox.limits from this tree and runs `code`."""
+    """A fresh interpreter that imports sandbox.jail.limits from this tree and runs `code`."""
     boot = f"import sys; sys.path.insert(0, {ENGINE_ROOT!r})\n" + textwrap.dedent(code)
     return subprocess.run([sys.executable, "-I", "-c", boot, *args], capture_output=True, text=True, timeout=60)
 
@@ -39,7 +39,7 @@ def try_unprivileged(call: str) -> str:
     nobody when it is root; what it printed: "unavailable: <why>" or "ok: <result>"."""
     child = run_child(f'''
         import os
-        from sandbox import cgroups, limits, pidns, seccomp
+        from sandbox.jail import cgroups, limits, pidns, seccomp
         if os.geteuid() == 0:
             os.setresgid(65534, 65534, 65534)
             os.setresuid(65534, 65534, 65534)
@@ -100,7 +100,7 @@ def test_switching_the_namespace_off_is_reported(monkeypatch):
 def test_a_jailed_child_cannot_connect_to_the_engine(listener):
     connect = '''
         import socket, sys
-        from sandbox import limits
+        from sandbox.jail import limits
         if sys.argv[2] == "jail":
             print(limits.enter_net_namespace())
         try:
@@ -119,7 +119,7 @@ def test_a_jailed_child_cannot_connect_to_the_engine(listener):
     # and no interface but that loopback exists there
     interfaces = run_child('''
         import socket
-        from sandbox import limits
+        from sandbox.jail import limits
         limits.enter_net_namespace()
         print(sorted(name for _, name in socket.if_nameindex()))
     ''')
@@ -132,7 +132,7 @@ def test_unavailable_when_not_root_or_not_single_threaded():
     assert not_root == "unavailable: unshare(CLONE_NEWNET) failed: Operation not permitted"
     threaded = run_child('''
         import threading
-        from sandbox import limits
+        from sandbox.jail import limits
         stop = threading.Event()
         threading.Thread(target=stop.wait).start()
         try:
@@ -152,7 +152,7 @@ def test_the_scratch_root_hides_every_file_but_keeps_local_time(tmp_path):
     scratch.mkdir()
     child = run_child('''
         import os, sys, time
-        from sandbox import limits
+        from sandbox.jail import limits
         before = time.strftime("%Z %z")
         print(limits.enter_scratch_root(sys.argv[1]))
         print(sorted(os.listdir("/")), os.getcwd(), os.environ["TMPDIR"])

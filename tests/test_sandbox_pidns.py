@@ -1,4 +1,4 @@
-"""The OS jail, part two (spec L6): every worker in a pid namespace of its own, with its own /proc.
+"""The OS jail, part two (docs/sandbox.md, L6): every worker in a pid namespace of its own, with its own /proc.
 
 Programs cannot reach os or signal, so this is proven from outside -- /proc/<pid>/status (NSpid),
 /proc/<pid>/ns/pid, and the worker's own view of /proc through /proc/<pid>/root -- and by fresh
@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-import sandbox.launch as launch
-from sandbox.host import SandboxError
+import sandbox.engine.launch as launch
+from sandbox.engine.session import SandboxError
 from test_sandbox_host import FORK, GOOD, LAUNCHERS, LOOPS, ROOT, session, wait_gone
 from test_sandbox_jail import run_child, try_unprivileged
 
@@ -92,7 +92,7 @@ def test_killing_the_keeper_or_init_ends_the_worker_and_the_engine_says_so():
 
 JAILED = '''
     import os, signal, sys
-    from sandbox import pidns
+    from sandbox.jail import pidns
     engine = int(sys.argv[1])
     layer, report = pidns.enter_pid_namespace(engine)  # from here on: the worker, pid 2
     print(layer, os.getpid(), os.getppid(), report, flush=True)
@@ -139,11 +139,11 @@ def test_switching_the_pid_namespace_off_is_reported(monkeypatch):
 
 
 def test_a_missing_layer_is_logged_once_not_per_worker(monkeypatch, caplog):
-    import sandbox.host as host
+    import sandbox.engine.session as host
 
     monkeypatch.setattr(launch, "PID_NAMESPACE", False)
     monkeypatch.setattr(host, "_warned_layers", set())
-    with caplog.at_level("WARNING", logger="sandbox.host"):
+    with caplog.at_level("WARNING", logger="sandbox.engine.session"):
         for _ in range(3):
             with session(GOOD, launcher=FORK) as s:
                 assert any(w.startswith("enter_pid_namespace:") for w in s.start().warnings)
@@ -169,7 +169,7 @@ def test_a_worker_killed_by_the_deadline_leaves_no_process_behind():
 def test_a_worker_mounts_a_proc_that_shows_only_its_namespace():
     child = run_child('''
         import os
-        from sandbox import pidns
+        from sandbox.jail import pidns
         layer, _ = pidns.enter_pid_namespace(os.getppid())
         print(layer, pidns.mount_private_proc(), sorted(int(e) for e in os.listdir("/proc") if e.isdigit()))
     ''')
@@ -179,7 +179,7 @@ def test_a_worker_mounts_a_proc_that_shows_only_its_namespace():
 
 KEEPER_TASK = '''
     import os, sys
-    from sandbox import pidns
+    from sandbox.jail import pidns
     def task(worker, init):
         if sys.argv[1] == "raise":
             raise RuntimeError("no cgroup today")

@@ -1,4 +1,4 @@
-"""The seccomp filter (spec L6, optional part): real workers carry it on every thread, and a
+"""The seccomp filter (docs/sandbox.md, L6, optional part): real workers carry it on every thread, and a
 fresh child that installs it is refused exactly what a memory program never needs -- while
 threads, AF_UNIX sockets, signals to itself and everything chromadb does keep working (the
 realistic programs and the hostile suite run with it on)."""
@@ -9,8 +9,8 @@ import signal
 
 import pytest
 
-from sandbox import seccomp
-from sandbox.limits import LayerUnavailable
+from sandbox.jail import seccomp
+from sandbox.jail.limits import LayerUnavailable
 from test_sandbox_host import GOOD, LAUNCHERS, session
 from test_sandbox_jail import run_child, try_unprivileged
 
@@ -35,7 +35,7 @@ def test_every_thread_of_a_real_worker_is_filtered(name):
 
 PROBES = '''
     import os, resource, socket, sys, threading
-    from sandbox import limits, seccomp
+    from sandbox.jail import limits, seccomp
     limits.set_no_new_privs()
     early = threading.Thread(target=lambda: __import__("time").sleep(1))
     early.start()  # started before the filter: TSYNC must cover it too
@@ -90,7 +90,7 @@ def test_a_filtered_process_is_refused_what_programs_never_need():
 def test_a_call_through_another_abi_kills_the_process():
     child = run_child('''
         import ctypes
-        from sandbox import limits, seccomp
+        from sandbox.jail import limits, seccomp
         limits.set_no_new_privs()
         seccomp.install_filter()
         print("installed", flush=True)

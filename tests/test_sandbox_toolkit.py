@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from chromadb.config import Settings
 
-from sandbox.embedding import HashingEmbeddingFunction, embed_text
+from sandbox.worker.embedding import HashingEmbeddingFunction, embed_text
 from sandbox.protocol import MAX_FRAME_BYTES, FrameBuffer, FrameError, SandboxLimits, Verdict, encode_frame
-from sandbox.toolkit import (LLMBudgetExceeded, LLMError, LogSink, OpClock, check_messages, make_toolkit,
+from sandbox.worker.toolkit import (LLMBudgetExceeded, LLMError, LogSink, OpClock, check_messages, make_toolkit,
                              plain_in, plain_out)
-from sandbox.toolkit_chroma import make_chroma
-from sandbox.toolkit_db import make_database
+from sandbox.worker.toolkit_chroma import make_chroma
+from sandbox.worker.toolkit_db import make_database
 
 
 @pytest.fixture

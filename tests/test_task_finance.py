@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from mstar.metrics import tag_list_match
+from mstar.tasks.metrics import tag_list_match
 from mstar.tasks import TaskError, load_task
 
 ROOT = Path(__file__).resolve().parents[1]

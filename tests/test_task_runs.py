@@ -8,11 +8,11 @@ import pytest
 from mstar.cli import main
 from mstar.config import EvolutionConfig, RoleConfig, RunConfig, SandboxConfig
 from mstar.config import ROLES
-from mstar.fake_server import FakeOpenAIServer, offline_responder
+from mstar.testing.fake_server import FakeOpenAIServer, offline_responder
 from mstar.llm.openai_backend import OpenAIBackend
 from mstar.llm.router import LLMRouter
 from mstar.loop import Evolution, train_ratio
-from mstar.runs import RunStore
+from mstar.run.store import RunStore
 from mstar.tasks import load_task
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ from importlib import resources
 import pytest
 
 from mstar import tasks
-from mstar.metrics import normalize_answer
+from mstar.tasks.metrics import normalize_answer
 from mstar.tasks import Episode, QueryItem, Task, TaskError, load_json_task, load_task, task_from_dict
 
 MARKER_RE = re.compile(r"^\[(\d{1,2}:\d{2} [ap]m) on (\d{1,2} [A-Z][a-z]+, \d{4})\] Session (\d+) — (\w+) and (\w+)$")

@@ -54,7 +54,7 @@ def cmd_baselines(args) -> int:
     from mstar.comparison import compare
     from mstar.llm.router import LLMRouter
     from mstar.llm.types import LLMError
-    from mstar.programs import load_program_source
+    from mstar.program.sources import load_program_source
     from mstar.commands import load_task_or_report
 
     try:
@@ -73,10 +73,10 @@ def cmd_baselines(args) -> int:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
 
-    def progress(ev: dict) -> None:
+    def progress(row) -> None:
         if not args.quiet:
-            status = f"failed: {ev['error']}" if ev.get("error") else f"{ev['overall']:.3f}"
-            print(f"scored  {ev['label']:<22} {status}  ({ev['seconds']:.1f}s)", file=sys.stderr, flush=True)
+            status = f"failed: {row.error}" if row.error else f"{row.overall:.3f}"
+            print(f"scored  {row.label:<22} {status}  ({row.seconds:.1f}s)", file=sys.stderr, flush=True)
 
     if not args.quiet:
         split = task.test if args.split == "test" else task.validation

@@ -44,14 +44,14 @@ def _queries_and_episodes(task, args):
         return list(task.test), list(task.episodes)
     if args.split == "validation":
         return list(task.validation), list(task.episodes)
-    from mstar import select
+    from mstar.split import make_split
     ratio = args.train_ratio if args.train_ratio is not None else \
         (task.train_ratio if getattr(task, "train_ratio", None) is not None else 5)
     from mstar.config import EvolutionConfig
-    from mstar.embed import DEFAULT_CACHE_DIR, make_embedder
+    from mstar.split.embed import DEFAULT_CACHE_DIR, make_embedder
     # The same embedder `mstar evolve` uses by default, so the static set is the run's.
     embedder = make_embedder(EvolutionConfig.embed_model, DEFAULT_CACHE_DIR)
-    split = select.make_split(task, embedder, static_size=args.static_size, train_ratio=ratio, seed=args.seed)
+    split = make_split(task, embedder, static_size=args.static_size, train_ratio=ratio, seed=args.seed)
     return [task.validation[i] for i in split.static], [task.episodes[i] for i in split.train_episodes]
 
 
@@ -61,8 +61,8 @@ def cmd_eval(args) -> int:
     from mstar.evaluate import evaluate
     from mstar.llm.router import LLMRouter
     from mstar.llm.types import LLMError
-    from mstar.programs import load_program_source
-    from mstar.runs import atomic_write_text
+    from mstar.program.sources import load_program_source
+    from mstar.run.store import atomic_write_text
     from mstar.commands import load_task_or_report
 
     try:

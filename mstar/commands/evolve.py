@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mstar.config import ROLES, EvolutionConfig, LLMConfig, RunConfig
 from mstar.llm.live import both, cache_line
-from mstar.progress import ProgressPrinter  # noqa: F401  (re-exported: it used to live here)
+from mstar.run.progress import ProgressPrinter  # noqa: F401  (re-exported: it used to live here)
 
 
 def register(sub) -> None:
@@ -110,12 +110,12 @@ def resolve_config(args) -> RunConfig:
 
 
 def _embed_cache(value: str | None) -> str | None:
-    from mstar.embed import DEFAULT_CACHE_DIR
+    from mstar.split.embed import DEFAULT_CACHE_DIR
     return DEFAULT_CACHE_DIR if value is None else (value or None)
 
 
 def cmd_evolve(args) -> int:
-    from mstar.runs import RunStore
+    from mstar.run.store import RunStore
     from mstar.commands import load_task_or_report
 
     from mstar.llm.settings import ConfigError
@@ -127,13 +127,13 @@ def cmd_evolve(args) -> int:
     task = load_task_or_report(cfg.task, cfg.data, theme=cfg.theme, metric=cfg.metric)
     if task is None:
         return 2
-    from mstar.embed import make_embedder
+    from mstar.split.embed import make_embedder
     try:  # a missing embedding model fails here, before a run folder exists (loading is lazy)
         make_embedder(cfg.evolution.embed_model, None)
     except ValueError as exc:
         print(f"mstar: --embed-model: {exc}", file=sys.stderr)
         return 2
-    from mstar.programs import load_program_source
+    from mstar.program.sources import load_program_source
     try:  # a bad seed name fails here, before a run folder exists
         for ref in cfg.seeds:
             load_program_source(ref)
@@ -193,7 +193,7 @@ def _run(cfg, task, store, args) -> int:
 def live_spend(router, cfg, task, evo, *, quiet: bool):
     """Spend per role after each event, and the whole run's estimate after the seeds (mstar/llm/live.py)."""
     from mstar.llm.live import LiveSpend
-    from mstar.programs import load_program_source
+    from mstar.program.sources import load_program_source
     paid = any(cfg.llm.role(r).backend != "offline" for r in ROLES) or router.ledger.budget.active
     return LiveSpend(router, n_seeds=len(cfg.seeds), iterations=cfg.evolution.iterations,
                      train_episodes=len(evo.train), static_size=len(evo.static),
@@ -204,8 +204,9 @@ def live_spend(router, cfg, task, evo, *, quiet: bool):
 
 
 def print_done(summary, root) -> None:
+    test = f"{summary.test_score:.3f}" if summary.test_score is not None else "not run"
     print(f"done    best {summary.best_id} static {summary.best_static:.3f} "
-          f"(best seed {summary.best_seed_static:.3f}); test {summary.test_score:.3f}; "
+          f"(best seed {summary.best_seed_static:.3f}); test {test}; "
           f"{summary.children_added}/{summary.iterations} iterations added a child; {summary.seconds:.1f}s")
     print(f"files   {root}/best_program.py, lineage.jsonl, programs/, cases/")
     print(f"next    mstar lineage {root} | mstar report {root} | mstar export {root} --out best.py")

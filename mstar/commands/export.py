@@ -1,5 +1,5 @@
 """`mstar export RUN [--program ID] --out FILE`: one program of a run (default: the best) as a
-standalone file with a header comment: run, task, scores, lineage, models (mstar/export.py)."""
+standalone file with a header comment: run, task, scores, lineage, models (mstar/run/export.py)."""
 from __future__ import annotations
 
 import sys
@@ -17,9 +17,9 @@ def register(sub) -> None:
 
 
 def cmd_export(args) -> int:
-    from mstar.export import export_program
-    from mstar.inspect_run import open_run
-    from mstar.runs import RunFormatError, atomic_write_text
+    from mstar.run.export import export_program
+    from mstar.run.views import open_run
+    from mstar.run.store import RunFormatError, atomic_write_text
 
     out = Path(args.out)
     if out.exists() and not args.force:

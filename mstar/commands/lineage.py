@@ -15,8 +15,8 @@ def register(sub) -> None:
 
 
 def cmd_lineage(args) -> int:
-    from mstar.inspect_run import lineage_tree, open_run, render_tree
-    from mstar.runs import RunFormatError
+    from mstar.run.views import lineage_tree, open_run, render_tree
+    from mstar.run.store import RunFormatError
 
     try:
         view = open_run(args.run, args.runs_dir)

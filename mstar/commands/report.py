@@ -1,4 +1,4 @@
-"""`mstar report RUN [--out FILE]`: one self-contained HTML report of a run (mstar/report.py)."""
+"""`mstar report RUN [--out FILE]`: one self-contained HTML report of a run (mstar/run/report.py)."""
 from __future__ import annotations
 
 import sys
@@ -14,9 +14,9 @@ def register(sub) -> None:
 
 
 def cmd_report(args) -> int:
-    from mstar.inspect_run import open_run
-    from mstar.report import build_report
-    from mstar.runs import RunFormatError, atomic_write_text
+    from mstar.run.views import open_run
+    from mstar.run.report import build_report
+    from mstar.run.store import RunFormatError, atomic_write_text
 
     try:
         view = open_run(args.run, args.runs_dir)

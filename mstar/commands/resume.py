@@ -1,4 +1,4 @@
-"""`mstar resume RUN`: continue a run that stopped before it finished (see mstar/resume.py)."""
+"""`mstar resume RUN`: continue a run that stopped before it finished (see mstar/run/resume.py)."""
 from __future__ import annotations
 
 import sys
@@ -22,9 +22,9 @@ def cmd_resume(args) -> int:
     from mstar.commands.evolve import print_done
     from mstar.llm.router import LLMRouter
     from mstar.llm.types import LLMError
-    from mstar.progress import ProgressPrinter
-    from mstar.resume import load_state, prior_spend, repair_tails, resume_run
-    from mstar.runs import RunFormatError, RunLockedError, RunStore, find_run
+    from mstar.run.progress import ProgressPrinter
+    from mstar.run.resume import load_state, prior_spend, repair_tails, resume_run
+    from mstar.run.store import RunFormatError, RunLockedError, RunStore, find_run
     from mstar.commands import load_task_or_report
 
     try:

@@ -12,8 +12,8 @@ def register(sub) -> None:
 
 
 def cmd_runs(args) -> int:
-    from mstar.inspect_run import list_runs
-    from mstar.progress import format_count
+    from mstar.run.views import list_runs
+    from mstar.run.progress import format_count
 
     rows = list_runs(args.runs_dir)
     if args.json:

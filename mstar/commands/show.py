@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
+from mstar.run.events import KIND_KEY, IterationEvent
+
 
 def register(sub) -> None:
     p = sub.add_parser("show", help="one program: source, diff against its parent, cases, reflector reasoning")
@@ -18,8 +20,8 @@ def register(sub) -> None:
 
 
 def cmd_show(args) -> int:
-    from mstar.inspect_run import open_run
-    from mstar.runs import RunFormatError
+    from mstar.run.views import open_run
+    from mstar.run.store import RunFormatError
 
     try:
         d = open_run(args.run, args.runs_dir).program_detail(args.program)
@@ -52,7 +54,7 @@ def render_detail(d: dict, with_source: bool = True) -> list[str]:
                    else f"parent   {d['parent_id']}")
     if d["per_category"]:
         out.append("category " + ", ".join(f"{k} {v:.3f}" for k, v in d["per_category"].items()))
-    if d["event"] == "iteration":
+    if d[KIND_KEY] == IterationEvent.KIND:
         out += ["", "-- reflector", f"Title: {d['title']}"]
         out += [f"  {line}" for line in (d["body"] or "").splitlines()]
         for a in d["attempts"]:

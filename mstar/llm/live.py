@@ -12,6 +12,7 @@ import sys
 from typing import TextIO
 
 from mstar.llm.budget import RunEstimate, estimate_run, reflector_prompt_tokens
+from mstar.run import events as ev_types
 
 REFLECTOR_COMPLETION_TOKENS = 2000   # a commit message and a patch, with some slack
 
@@ -31,17 +32,16 @@ class LiveSpend:
         self.iteration_costs: list[float] = []
         self.estimate: RunEstimate | None = None
 
-    def __call__(self, ev: dict) -> None:
-        kind = ev.get("event")
-        if kind == "seed":
+    def __call__(self, ev) -> None:
+        if isinstance(ev, ev_types.SeedEvent):
             self.seeds_seen += 1
             self._say(f"          {self.router.ledger.spend_line()}")
             if self.seeds_seen == self.n_seeds:
                 self.estimate = self.make_estimate()
                 self._say(f"          {self.estimate.line()}")
-        elif kind == "iteration":
-            self.iteration_costs.append(float((ev.get("llm") or {}).get("cost_usd", 0.0)))
-            left = self.iterations - int(ev.get("iteration", 0))
+        elif isinstance(ev, ev_types.IterationEvent):
+            self.iteration_costs.append(float((ev.llm or {}).get("cost_usd", 0.0)))
+            left = self.iterations - ev.iteration
             mean = sum(self.iteration_costs) / len(self.iteration_costs)
             spent = self.router.ledger.budget.spent_usd
             self._say(f"          {self.router.ledger.spend_line()} | projected ${spent + left * mean:.4f}")
@@ -76,7 +76,7 @@ def cache_line(router) -> str | None:
 
 def both(*callbacks):
     """One progress callable that feeds every given one in turn."""
-    def call(ev: dict) -> None:
+    def call(ev) -> None:
         for cb in callbacks:
             cb(ev)
     return call

@@ -6,7 +6,7 @@ Prompt in, reply out, in the same formats a real model sees and writes (mstar/re
   turn the cases into failure signals (`case_signals`); choose ONE mutation from the catalogue
   (mstar/offline/mutations.py) by weight x signal boosts, skipping changes the lineage marks as
   regressions or already tried on this parent; reply with a commit message and a V4A patch made
-  by mstar.patch.make_patch.
+  by mstar.patch.apply.make_patch.
 - a compile-fix prompt -> try the repair rules (mstar/offline/repairs.py); when none applies,
   say so without a patch, and the engine records a failed attempt. When the error is about the
   reply or the patch rather than the program, propose a fresh mutation instead.

@@ -49,7 +49,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from mstar import field_types
+from mstar.program import field_types
 from mstar.offline.answer_span import short_answer, unit_scores
 from mstar.offline.text import (EXPLICIT_DATE_RE, MONTHS, NUMBER_WORDS, QUESTION_WORDS, Unit,
                                 capitalised_names, extract_tag, is_content, marker_date,

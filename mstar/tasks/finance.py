@@ -20,7 +20,7 @@ import random
 import re
 from pathlib import Path
 
-from mstar.metrics import parse_number
+from mstar.tasks.metrics import parse_number
 from mstar.tasks.io import fail, iter_jsonl, three_way_split
 from mstar.tasks.model import Episode, QueryItem, Task, TaskError
 

@@ -4,15 +4,15 @@ A task is `(episodes, validation queries, test queries, metric)` (DESIGN.md §2)
 frozen dataclasses that serialise with `dataclasses.asdict` / `Task.to_dict()`.
 
 Scoring goes through `Task.score(prediction, item, judge)`, which returns a `Score` (value,
-warnings, details). Pure metrics (mstar/metrics.py) ignore the judge; judged metrics
-(mstar/judging.py: "rubric", "llm_judge") call it once per criterion / question.
+warnings, details). Pure metrics (mstar/tasks/metrics.py) ignore the judge; judged metrics
+(mstar/tasks/judging.py: "rubric", "llm_judge") call it once per criterion / question.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from mstar.judging import JUDGED_METRICS, JudgeFn, Score
-from mstar.metrics import METRICS, parse_number
+from mstar.tasks.judging import JUDGED_METRICS, JudgeFn, Score
+from mstar.tasks.metrics import METRICS, parse_number
 
 
 class TaskError(ValueError):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from mstar.judging import render_conversation
+from mstar.tasks.judging import render_conversation
 from mstar.tasks.io import fail, iter_jsonl, three_way_split
 from mstar.tasks.model import Episode, QueryItem, Task, TaskError
 

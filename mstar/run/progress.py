@@ -1,0 +1,98 @@
+"""What `mstar evolve` / `mstar resume` print while a run goes: one line per seed and iteration
+with the outcome, the best score so far, the spend so far and an ETA.
+
+The printer is fed the loop's lineage events (the same records that go to lineage.jsonl), so
+it needs no hook of its own and shows exactly what was recorded.
+"""
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from mstar.run import events as ev_types
+
+
+def format_count(n: float) -> str:
+    """1234 -> '1.2k', 3456789 -> '3.46M': short, for one status line."""
+    n = float(n)
+    for limit, suffix, digits in ((1e9, "G", 2), (1e6, "M", 2), (1e3, "k", 1)):
+        if abs(n) >= limit:
+            return f"{n / limit:.{digits}f}{suffix}"
+    return f"{n:.0f}"
+
+
+def format_duration(seconds: float) -> str:
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class ProgressPrinter:
+    """Callable on lineage events. `first_iteration` > 1 for a resumed run: the ETA is then
+    estimated from this process's iterations only, and spend counts from the resume on unless
+    `spend` carries the earlier totals ({"calls", "tokens", "cost_usd"})."""
+
+    def __init__(self, total: int, quiet: bool = False, out: TextIO | None = None,
+                 first_iteration: int = 1, spend: dict | None = None):
+        self.total, self.quiet, self.out = total, quiet, out or sys.stdout
+        self.first_iteration = first_iteration
+        spend = spend or {}
+        self.calls = int(spend.get("calls", 0))
+        self.tokens = int(spend.get("tokens", 0))
+        self.cost: float | None = spend.get("cost_usd")
+        self.iteration_seconds: list[float] = []
+
+    # ------------------------------------------------------------ bookkeeping (pure, testable)
+    def _account(self, ev) -> None:
+        llm = ev.llm or {}
+        self.calls += int(llm.get("calls", 0))
+        self.tokens += int(llm.get("prompt_tokens", 0)) + int(llm.get("completion_tokens", 0))
+        if llm.get("cost_usd") is not None:  # only when the LLM layer prices calls
+            self.cost = (self.cost or 0.0) + float(llm["cost_usd"])
+
+    def spend_text(self) -> str:
+        # Dollars only when some call was priced above zero (the offline backend costs nothing).
+        cost = f" ${self.cost:.2f}" if self.cost else ""
+        return f"{format_count(self.calls)} calls {format_count(self.tokens)} tok{cost}"
+
+    def eta_seconds(self, iteration: int) -> float | None:
+        """Mean seconds of the iterations seen so far times the iterations left."""
+        if not self.iteration_seconds:
+            return None
+        mean = sum(self.iteration_seconds) / len(self.iteration_seconds)
+        return mean * max(0, self.total - iteration)
+
+    # ------------------------------------------------------------ printing
+    def __call__(self, ev) -> None:
+        self._account(ev)
+        if isinstance(ev, ev_types.IterationEvent) and ev.seconds is not None:
+            self.iteration_seconds.append(float(ev.seconds))
+        if self.quiet:
+            return
+        if isinstance(ev, ev_types.SeedEvent):
+            err = f"  [failed: {ev.error.get('message', '')}]" if ev.error else ""
+            self._say(f"seed  {ev.program_id:<28} static {ev.static_score:.3f}  "
+                      f"spend {self.spend_text()}{err}")
+        elif isinstance(ev, ev_types.IterationEvent):
+            it = ev.iteration
+            if ev.added_child:
+                outcome = f"child {ev.program_id} static {ev.static_score:.3f} ({ev.delta:+.3f})"
+            else:
+                last = ev.attempts[-1] if ev.attempts else {}
+                outcome = f"{ev.status}: {' '.join(str(last.get('error', '')).split())[:60]}"
+            eta = self.eta_seconds(it)
+            self._say(f"iter {it:>3}/{self.total}  parent {ev.parent_id:<22} {outcome:<58} "
+                      f"best {ev.best_static_score:.3f}  spend {self.spend_text()}  "
+                      f"eta {format_duration(eta) if eta is not None else '?'}")
+            self._say(f"          {ev.title[:100]}")
+        elif isinstance(ev, ev_types.TestEvent):
+            score = f"{ev.test_score:.3f}" if ev.test_score is not None else "-"
+            self._say(f"test  {ev.program_id:<28} score {score}  spend {self.spend_text()}")
+        elif isinstance(ev, ev_types.StoppedEvent):
+            self._say(f"stop  after iteration {ev.iteration}: {ev.reason}  spend {self.spend_text()}")
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)

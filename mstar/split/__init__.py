@@ -1,0 +1,10 @@
+"""Which items a run uses: the static set, the rotating pool and the training episodes.
+
+    embed.py      sentence embeddings for choosing subsets (MiniLM when installed, else hashing)
+    kmeans.py     static set: k-means over question embeddings, one item per cluster
+    facility.py   training episodes: greedy facility location over episode/question similarity
+    make.py       `make_split(task, ...)` -> `Split`; the per-iteration rotating minibatch
+"""
+from mstar.split.make import Split, SplitConfig, make_split, rotating_batch
+
+__all__ = ["Split", "SplitConfig", "make_split", "rotating_batch"]

@@ -1,0 +1,352 @@
+"""The sandbox worker: one process holding one memory program's knowledge base.
+
+Started by engine/session.py through a launcher (never imported by the engine). Life of a worker:
+  0. own pid namespace: the launched process stays outside as the keeper (and moves itself, init
+     and the worker into a cgroup of their own meanwhile, sandbox.jail.cgroups), the worker carries on
+     as pid 2 of the new space (sandbox.jail.pidns), with its own /proc;
+  1. own network namespace (no network at all), no_new_privs + rlimits (hard == soft),
+     faulthandler for crash tails on stderr;
+  2. import everything it will ever need and warm chromadb up (one client for the whole life);
+  3. "ready" frame -> engine;
+  4. "load": import the engine's allowed modules, take the keeper's cgroup report, chroot into
+     the scratch dir, drop to uid 65534 (then PDEATHSIG, which a credential change clears),
+     install the seccomp filter
+     (sandbox.jail.seccomp), gate + exec the program (sandbox.worker.loader), KnowledgeBase(toolkit);
+  5. "write"/"read" until the engine kills it. Every program call is wrapped in
+     `except BaseException` and reported as an error frame -- SystemExit included.
+
+The worker trusts the engine's frames; the engine trusts nothing the worker sends.
+"""
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from sandbox.jail import limits as oslimits
+from sandbox.jail import cgroups, pidns, seccomp
+from sandbox.protocol import FrameError, SandboxLimits, recv_frame, send_frame
+from sandbox.worker.toolkit import LogSink, OpClock, make_toolkit
+
+PROGRAM_FILENAME_PREFIX = "<program"  # the loader compiles program text under "<program...>"
+MAX_MESSAGE_CHARS = 2000
+# Modules imported lazily by stdlib code a program may call; after the uid drop the interpreter's
+# files may be unreadable, so they are imported up front.
+# Other codecs than these fail with "unknown encoding" inside programs (a known, rare gap).
+LAZY_STDLIB = ("_strptime", "encodings.latin_1", "encodings.ascii", "encodings.utf_16",
+               "encodings.utf_32", "encodings.utf_8_sig", "encodings.cp1252", "encodings.idna",
+               "unicodedata", "linecache", "tokenize")
+# The sqlite progress handler fires a little before the engine's SIGKILL, so a runaway query
+# ends in a clean exception rather than a killed worker when the program would otherwise finish.
+_DB_DEADLINE_FRACTION = 0.9
+
+
+def program_line(exc: BaseException) -> int | None:
+    """Line in the program of the innermost traceback frame that belongs to the program."""
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(PROGRAM_FILENAME_PREFIX):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def describe(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except BaseException as inner:  # noqa: BLE001 -- a program's __str__ may itself misbehave
+        text = f"<str() failed: {type(inner).__name__}>"
+    name = type(exc).__name__
+    return (f"{name}: {text}" if text else name)[:MAX_MESSAGE_CHARS]
+
+
+def error(stage: str, gate: str, rule: str, message: str, line: int | None = None) -> dict[str, Any]:
+    return {"stage": stage, "gate": gate, "rule": rule, "message": message[:MAX_MESSAGE_CHARS], "line": line}
+
+
+def program_error(stage: str, exc: BaseException) -> dict[str, Any]:
+    rule = "exit" if isinstance(exc, (SystemExit, KeyboardInterrupt)) else "exception"
+    return error(stage, "runtime", rule, describe(exc), program_line(exc))
+
+
+class Worker:
+    def __init__(self, in_fd: int, out_fd: int, parent_pid: int, limits: SandboxLimits, home: str,
+                 net_namespace: bool = True, layers: list[str] | None = None,
+                 warnings: list[str] | None = None, keeper_report_fd: int | None = None) -> None:
+        self.in_fd, self.out_fd, self.parent_pid = in_fd, out_fd, parent_pid
+        self.net_namespace = net_namespace
+        self.limits, self.home = limits, home
+        self.layers: list[str] = list(layers or [])  # e.g. the pid namespace, entered in main()
+        self.warnings: list[str] = list(warnings or [])
+        self.keeper_report_fd = keeper_report_fd  # the keeper's cgroup report, read before any program code
+        self.clock = OpClock()
+        self.log = LogSink(limits.max_log_chars)
+        self.loaded: Any = None
+        self.kb: Any = None
+        self.loader: Any = None
+        self.loader_error = ""
+
+    # ----------------------------------------------------------------- setup
+
+    def layer(self, fn, *args) -> None:
+        try:
+            self.layers.append(fn(*args))
+        except oslimits.LayerUnavailable as exc:
+            self.warnings.append(f"{fn.__name__}: {exc}")
+
+    def prepare(self) -> None:
+        # First: unshare() needs the single thread and the root of this moment (docs/sandbox.md, L6).
+        if "pid_namespace" in self.layers:
+            self.layer(pidns.mount_private_proc)
+        if self.net_namespace:
+            self.layer(oslimits.enter_net_namespace)
+        else:
+            self.warnings.append("enter_net_namespace: switched off by the engine (sandbox.engine.launch.NET_NAMESPACE)")
+        self.layer(oslimits.set_no_new_privs)
+        self.layer(oslimits.set_rlimits, self.limits.memory_mb, self.limits.cpu_s)
+        for name in LAZY_STDLIB:
+            importlib.import_module(name)
+        try:
+            self.loader = importlib.import_module("sandbox.worker.loader")
+        except ImportError as exc:
+            self.loader_error = f"sandbox.worker.loader is not available: {exc}"
+        self.toolkit = self._make_toolkit()
+        self.layers.append("toolkit_capabilities")
+
+    def _make_toolkit(self) -> Any:
+        # Heavy imports live here so a crash in them is reported with the worker's stderr tail.
+        import chromadb
+        from chromadb.config import Settings
+
+        from sandbox.worker.embedding import HashingEmbeddingFunction
+        from sandbox.worker.toolkit_chroma import make_chroma
+        from sandbox.worker.toolkit_db import make_database
+
+        forked = _SERVER_SETTINGS is not None
+        settings = _SERVER_SETTINGS if forked else Settings(anonymized_telemetry=False, allow_reset=False)
+        client = chromadb.EphemeralClient(settings)
+        embedding = HashingEmbeddingFunction()
+        chroma = make_chroma(client, embedding)
+        if not forked:  # a fork server imported all of it already (prepare_in_server)
+            _warm_up(chroma)
+        return make_toolkit(make_database(self.clock), chroma, self.log, self.ask_engine)
+
+    def ask_engine(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            send_frame(self.out_fd, {"op": "llm", "messages": messages})
+        except FrameError as exc:
+            return {"ok": False, "kind": "error", "error": f"prompt too large to send: {exc}"}
+        try:
+            reply = recv_frame(self.in_fd)
+        except EOFError:
+            os._exit(75)  # the engine is gone; nobody to report to
+        self.clock.extend(time.monotonic() - started)  # LLM time does not count against the op
+        if reply.get("op") != "llm_reply":
+            return {"ok": False, "kind": "error", "error": f"unexpected reply {reply.get('op')!r}"}
+        return reply
+
+    # ----------------------------------------------------------------- ops
+
+    def serve(self) -> None:
+        send_frame(self.out_fd, {"op": "ready", "layers": self.layers, "warnings": self.warnings})
+        while True:
+            try:
+                request = recv_frame(self.in_fd)
+            except EOFError:
+                return
+            op = request.get("op")
+            handler = {"load": self.op_load, "write": self.op_write, "read": self.op_read}.get(op)
+            if handler is None:
+                reply = {"ok": False, "error": error("unknown", "protocol", "unknown op", f"unknown op {op!r}")}
+            else:
+                self.log.take()
+                self.clock.start(self.limits.call_timeout_s * _DB_DEADLINE_FRACTION)
+                try:
+                    reply = handler(request)
+                finally:
+                    self.clock.stop()
+            reply["op"] = "result"
+            reply["logs"] = self.log.take()
+            try:
+                send_frame(self.out_fd, reply)
+            except (FrameError, TypeError, ValueError) as exc:  # e.g. a non-JSON schema default
+                send_frame(self.out_fd, {"op": "result", "ok": False, "logs": [], "error": error(
+                    "unknown", "protocol", "unsendable result", f"result could not be encoded: {exc}")})
+
+    def op_load(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.kb is not None:
+            return {"ok": False, "error": error("import", "protocol", "already loaded", "this worker already holds a program")}
+        allowed = [m for m in request.get("allowed_imports", []) if isinstance(m, str)]
+        for name in allowed:  # engine configuration, not program text: safe to import as is
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass  # the loader reports a missing module when a program imports it
+        if self.keeper_report_fd is not None:  # long written by now: the keeper started with us
+            layers, warnings = pidns.read_keeper_report(self.keeper_report_fd)
+            self.keeper_report_fd = None
+            self.layers += layers
+            self.warnings += warnings
+        self.layer(oslimits.enter_scratch_root, self.home)
+        self.layer(oslimits.drop_privileges, "/" if "scratch_root" in self.layers else self.home)
+        self.layer(oslimits.set_parent_death_signal, self.parent_pid)
+        # Last, just before program code first runs: every import and thread start that needs a
+        # refused call (exec for ldconfig, say) has happened by now.
+        self.layer(seccomp.install_filter)
+        if self.loader is None:
+            return {"ok": False, "error": error("import", "runtime", "loader missing", self.loader_error)}
+        send_frame(self.out_fd, {"op": "stage", "stage": "import"})
+        try:
+            loaded = self.loader.load_program(request["source"], allowed, log=self.log.add,
+                                              max_source_bytes=self.limits.max_source_bytes)
+        except self.loader.ProgramRejected as rej:
+            return {"ok": False, "error": error(rej.stage, rej.gate, rej.rule, str(rej.message), rej.line)}
+        except BaseException as exc:  # noqa: BLE001 -- anything the program does at import
+            return {"ok": False, "error": program_error("import", exc)}
+        send_frame(self.out_fd, {"op": "stage", "stage": "init"})
+        try:
+            self.kb = loaded.kb_cls(self.toolkit)
+        except BaseException as exc:  # noqa: BLE001
+            return {"ok": False, "error": program_error("init", exc)}
+        self.loaded = loaded
+        return {"ok": True, "knowledge_item_schema": loaded.knowledge_item_schema,
+                "query_schema": loaded.query_schema, "constants": loaded.constants,
+                "layers": self.layers, "warnings": self.warnings}
+
+    def _instance(self, stage: str, cls: type, data: Any, schema: list[dict]) -> tuple[Any, dict | None]:
+        try:
+            return self.loader.build_instance(cls, data, schema), None
+        except BaseException as exc:  # noqa: BLE001 -- dataclass __init__/__post_init__ is program code
+            return None, error(stage, "contract", f"bad {cls.__name__}", describe(exc), program_line(exc))
+
+    def op_write(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.kb is None:
+            return {"ok": False, "error": error("write", "protocol", "not loaded", "no program loaded")}
+        item, failure = self._instance("write", self.loaded.knowledge_item_cls, request.get("item"),
+                                       self.loaded.knowledge_item_schema)
+        if failure:
+            return {"ok": False, "error": failure}
+        raw_text = request.get("raw_text")
+        try:
+            self.kb.write(item, raw_text if isinstance(raw_text, str) else "")
+        except BaseException as exc:  # noqa: BLE001
+            return {"ok": False, "error": program_error("write", exc)}
+        return {"ok": True, "output": None}
+
+    def op_read(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.kb is None:
+            return {"ok": False, "error": error("read", "protocol", "not loaded", "no program loaded")}
+        query, failure = self._instance("read", self.loaded.query_cls, request.get("query"),
+                                        self.loaded.query_schema)
+        if failure:
+            return {"ok": False, "error": failure}
+        try:
+            output = self.kb.read(query)
+        except BaseException as exc:  # noqa: BLE001
+            return {"ok": False, "error": program_error("read", exc)}
+        if type(output) is not str:
+            return {"ok": False, "error": error("read", "contract", "read output not str",
+                                                f"read() returned {type(output).__name__}, not str")}
+        if len(output) > self.limits.read_max_chars:
+            return {"ok": False, "error": error("read", "limits", "read output too long",
+                                                f"read() returned {len(output)} characters; the limit is {self.limits.read_max_chars}")}
+        return {"ok": True, "output": output}
+
+
+# Set in a fork server by prepare_in_server(): chromadb's Settings, built once for every worker
+# forked from it (pydantic reads the environment and a .env: ~6 ms per worker otherwise).
+_SERVER_SETTINGS: Any = None
+
+
+def prepare_in_server() -> None:
+    """Called by the fork server after its imports: what every forked worker would otherwise
+    redo. A worker forked after this skips `_warm_up`: the server has imported every module the
+    warm-up would pull in (tests/test_sandbox_forkserver.py checks that no collection method
+    imports anything new), and that warm-up costs ~45 ms of the ~90 ms to a ready worker."""
+    global _SERVER_SETTINGS
+    from chromadb.config import Settings
+
+    _SERVER_SETTINGS = Settings(anonymized_telemetry=False, allow_reset=False)
+
+
+def _warm_up(chroma: Any) -> None:
+    """Exercise every collection method once so chromadb's lazy imports happen while the worker
+    can still read the interpreter's files (before the uid drop)."""
+    col = chroma.get_or_create_collection("mstar_warm_up", metadata={"hnsw:space": "cosine"})
+    col.add(ids=["a", "b"], documents=["warm up", "second"], metadatas=[{"k": 1}, {"k": 2}])
+    col.upsert(ids=["c"], documents=["third"], metadatas=[{"k": 3}])
+    col.update(ids=["a"], documents=["warm up again"])
+    col.query(query_texts=["warm"], n_results=2, where={"k": {"$gte": 1}},
+              where_document={"$contains": "warm"}, include=["documents", "distances", "metadatas", "embeddings"])
+    col.get(where={"k": 2}, limit=1, offset=0)
+    col.peek(1)
+    col.count()
+    col.delete(ids=["a"])
+    col.delete(where={"k": 2})
+    chroma.list_collections()
+    chroma.delete_collection("mstar_warm_up")
+
+
+def _cgroup_joiner(memory_mb: int) -> pidns.KeeperTask:
+    """The keeper's task (sandbox.jail.pidns): worker, init and keeper into a new cgroup. Called with
+    (0, 0) by a worker without a keeper: then only the caller itself moves."""
+    def join(worker_pid: int, init_pid: int) -> str:
+        members = [pid for pid in (worker_pid, init_pid) if pid] + [0]  # 0: the writer itself
+        try:
+            return "layer:" + cgroups.join_worker_cgroup(memory_mb, members)
+        except oslimits.LayerUnavailable as exc:
+            return f"warning:join_worker_cgroup: {exc}"
+    return join
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="sandbox.worker.main")
+    parser.add_argument("--in-fd", type=int, required=True)
+    parser.add_argument("--out-fd", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--limits", required=True, help="SandboxLimits as JSON")
+    parser.add_argument("--home", required=True, help="the worker's own writable directory")
+    parser.add_argument("--no-net-namespace", action="store_true", help="stay in the parent's network namespace")
+    parser.add_argument("--no-pid-namespace", action="store_true", help="stay in the parent's pid namespace")
+    parser.add_argument("--no-cgroup", action="store_true", help="stay in the parent's cgroup")
+    args = parser.parse_args(argv)
+    layers, warnings, parent_pid = [], [], args.parent_pid
+    limits = SandboxLimits(**json.loads(args.limits))
+    join_cgroup = None if args.no_cgroup else _cgroup_joiner(limits.memory_mb)
+    if args.no_cgroup:
+        warnings.append("join_worker_cgroup: switched off by the engine (sandbox.engine.launch.CGROUP)")
+    report_fd = None
+    if args.no_pid_namespace:
+        warnings.append("enter_pid_namespace: switched off by the engine (sandbox.engine.launch.PID_NAMESPACE)")
+    else:  # before anything else: from here on only the worker runs this code (see sandbox.jail.pidns)
+        try:  # the keeper moves keeper, init and worker into the cgroup while the worker starts
+            layer, report_fd = pidns.enter_pid_namespace(args.parent_pid, join_cgroup)
+            layers.append(layer)
+            parent_pid = pidns.PARENT_OUTSIDE
+        except oslimits.LayerUnavailable as exc:
+            warnings.append(f"enter_pid_namespace: {exc}")
+    if join_cgroup is not None and report_fd is None:  # no keeper: join now, alone
+        joined, missing = pidns.parse_report(join_cgroup(0, 0))
+        layers += joined
+        warnings += missing
+    faulthandler.enable(file=sys.stderr)  # a segfault leaves a Python traceback in the log tail
+    worker = Worker(args.in_fd, args.out_fd, parent_pid, limits, args.home,
+                    net_namespace=not args.no_net_namespace, layers=layers, warnings=warnings,
+                    keeper_report_fd=report_fd)
+    try:
+        worker.prepare()
+    except BaseException:
+        traceback.print_exc()
+        raise SystemExit(3)
+    worker.serve()
+
+
+if __name__ == "__main__":
+    main()

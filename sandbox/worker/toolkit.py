@@ -1,0 +1,202 @@
+"""The toolkit a memory program receives, as capability objects (docs/sandbox.md, L4).
+
+A program gets `toolkit.db` (sqlite3 in memory), `toolkit.chroma` (one chromadb client),
+`toolkit.llm_completion(messages, **kwargs)` and `toolkit.logger.debug(msg)`. None of them is the
+raw library object: each wrapper class has explicit methods and `__slots__ = ()`, keeps the raw
+connection/client in a closure, never delegates through `__getattr__` (whose AttributeError.obj
+would hand the raw object out), and returns plain data (lists, dicts, str, numbers) -- never a
+sqlite3.Cursor (`.connection`), a chromadb Collection (`._client`) or a numpy array.
+
+Wrapper classes are made inside factory functions so each closure holds exactly one raw object.
+This module has the toolkit object, the LLM stub, the logger and the shared helpers;
+toolkit_db.py and toolkit_chroma.py hold the two stores.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+MAX_PLAIN_DEPTH = 32
+
+
+class LLMBudgetExceeded(RuntimeError):
+    """The engine refused a toolkit LLM call: this op's budget is spent (or calls are not allowed
+    here, e.g. in __init__). Raised inside the program; it may catch it and carry on."""
+
+
+class LLMError(RuntimeError):
+    """The engine could not serve a toolkit LLM call (provider error, bad request)."""
+
+
+class OpClock:
+    """The current op's deadline on time.monotonic(), shared by the worker and the db wrapper."""
+
+    __slots__ = ("deadline",)
+
+    def __init__(self) -> None:
+        self.deadline = float("inf")
+
+    def start(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+
+    def extend(self, seconds: float) -> None:  # time spent waiting for the engine's LLM reply
+        self.deadline += seconds
+
+    def stop(self) -> None:
+        self.deadline = float("inf")
+
+    def expired(self) -> bool:
+        return time.monotonic() > self.deadline
+
+
+MAX_LOG_LINES = 2000  # per op; a million empty debug lines would pass any character cap
+
+
+class LogSink:
+    """Per-op capped log capture for logger.* and print(): keep up to `cap` chars and
+    MAX_LOG_LINES lines, count the rest."""
+
+    def __init__(self, cap: int, max_lines: int = MAX_LOG_LINES) -> None:
+        self.cap = cap
+        self.max_lines = max_lines
+        self._lines: list[str] = []
+        self._used = 0
+        self._dropped = 0
+
+    def add(self, text: str) -> None:
+        room = self.cap - self._used
+        if room <= 0 or len(self._lines) >= self.max_lines:
+            self._dropped += 1
+            return
+        if len(text) > room:
+            text = text[:room] + f"... [cut at the {self.cap}-char per-op log cap]"
+        self._lines.append(text)
+        self._used += min(len(text), room)
+
+    def take(self) -> list[str]:
+        lines = self._lines
+        if self._dropped:
+            cap = f"{self.max_lines} lines" if len(lines) >= self.max_lines else f"{self.cap} chars"
+            lines.append(f"[{self._dropped} more log messages dropped: per-op log cap of {cap}]")
+        self._lines, self._used, self._dropped = [], 0, 0
+        return lines
+
+
+# --------------------------------------------------------------------------- plain data
+
+
+def plain_in(value: Any, what: str, depth: int = 0) -> Any:
+    """Copy program-supplied data into plain builtins before it reaches library code, so host
+    code never calls methods of program-defined subclasses on the program's behalf."""
+    if depth > MAX_PLAIN_DEPTH:
+        raise ValueError(f"{what} is nested more than {MAX_PLAIN_DEPTH} levels deep")
+    if value is None or type(value) in (bool, int, float, str, bytes):
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, (list, tuple)):
+        return [plain_in(v, what, depth + 1) for v in value]
+    if isinstance(value, dict):
+        out = {}
+        for key, v in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{what}: dict keys must be str, got {type(key).__name__}")
+            out[str.__str__(key)] = plain_in(v, what, depth + 1)
+        return out
+    raise TypeError(f"{what}: unsupported type {type(value).__name__} (use str, int, float, bool, None, list, dict)")
+
+
+def plain_out(value: Any) -> Any:
+    """Library results -> plain builtins (numpy arrays and scalars become lists and numbers)."""
+    if value is None or type(value) in (bool, int, float, str, bytes):
+        return value
+    if isinstance(value, dict):
+        return {str(k): plain_out(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_out(v) for v in value]
+    if hasattr(value, "tolist"):  # numpy array or scalar
+        return plain_out(value.tolist())
+    if isinstance(value, str):  # str enums such as chromadb's IncludeEnum
+        return str.__str__(value)
+    return str(value)
+
+
+# --------------------------------------------------------------------------- llm, logger, toolkit
+
+_ROLES = frozenset({"system", "user", "assistant"})
+
+
+def check_messages(messages: Any) -> list[dict[str, str]]:
+    """OpenAI chat messages -> a plain list of {"role", "content"} dicts, or a TypeError."""
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise TypeError("llm_completion expects a non-empty list of {'role': ..., 'content': ...} dicts")
+    out = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise TypeError(f"llm_completion: message {i} is {type(message).__name__}, not a dict")
+        role, content = message.get("role"), message.get("content")
+        if role not in _ROLES:
+            raise TypeError(f"llm_completion: message {i} has role {role!r}; use system, user or assistant")
+        if not isinstance(content, str):
+            raise TypeError(f"llm_completion: message {i} content is {type(content).__name__}, not str")
+        out.append({"role": str.__str__(role), "content": str.__str__(content)})
+    return out
+
+
+def make_toolkit(db: Any, chroma: Any, log: LogSink,
+                 ask_engine: Callable[[list[dict[str, str]]], dict[str, Any]]) -> Any:
+    """The object passed to KnowledgeBase(toolkit). `ask_engine` sends one LLM request over the
+    pipe and returns the engine's reply: {"ok": True, "text": str} or {"ok": False, "kind", "error"}."""
+
+    class Logger:
+        __slots__ = ()
+
+        def debug(self, message: Any) -> None:
+            log.add(str(message))
+
+        def info(self, message: Any) -> None:
+            log.add(str(message))
+
+        def warning(self, message: Any) -> None:
+            log.add("WARNING: " + str(message))
+
+        def error(self, message: Any) -> None:
+            log.add("ERROR: " + str(message))
+
+    logger = Logger()
+
+    class Toolkit:
+        """db (sqlite3 in memory), chroma (chromadb client), llm_completion, logger."""
+
+        __slots__ = ()
+
+        @property
+        def db(self) -> Any:
+            return db
+
+        @property
+        def chroma(self) -> Any:
+            return chroma
+
+        @property
+        def logger(self) -> Any:
+            return logger
+
+        def llm_completion(self, messages: Any, **kwargs: Any) -> str:
+            """One chat completion from the engine's toolkit model. Keyword arguments (model,
+            temperature, ...) are accepted for compatibility and ignored: the engine decides."""
+            reply = ask_engine(check_messages(messages))
+            if reply.get("ok") and isinstance(reply.get("text"), str):
+                return reply["text"]
+            error = str(reply.get("error") or "no reply")
+            if reply.get("kind") == "budget":
+                raise LLMBudgetExceeded(error)
+            raise LLMError(error)
+
+    return Toolkit()

@@ -1,0 +1,135 @@
+"""toolkit.chroma: the worker's one chromadb client behind a capability wrapper (docs/sandbox.md, L4).
+
+All EphemeralClients in one process share one backend, so a worker holds exactly one and serves
+one program. Every collection uses our offline embedding function (chromadb's default downloads a
+model); programs cannot pass another. Results are plain lists/dicts (no numpy arrays), chromadb's
+own exceptions become ValueError with the message, and there is no reset()/heartbeat()/settings.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from sandbox.worker.embedding import HashingEmbeddingFunction
+from sandbox.worker.toolkit import plain_in, plain_out
+
+_COLLECTION_HINT = "chroma collection names need 3-512 characters from [a-zA-Z0-9._-], starting and ending with a letter or digit"
+
+
+def make_chroma(client: Any, embedding_function: HashingEmbeddingFunction) -> Any:
+    """Wrap the worker's single EphemeralClient; every collection uses our embedding function."""
+
+    def checked_name(name: Any) -> str:
+        if not isinstance(name, str):
+            raise TypeError(f"collection name must be a str, got {type(name).__name__}")
+        if not 3 <= len(name) <= 512:
+            raise ValueError(f"chroma collection name {name!r} has {len(name)} characters; {_COLLECTION_HINT}")
+        return str.__str__(name)
+
+    def no_foreign_ef(embedding_function: Any) -> None:
+        if embedding_function is not None:
+            raise ValueError("toolkit.chroma always uses the engine's embedding function; do not pass embedding_function")
+
+    def call(fn: Callable[[], Any]) -> Any:
+        # chromadb errors carry library internals; programs get a plain ValueError with the message.
+        try:
+            return fn()
+        except (ValueError, TypeError):
+            raise
+        except Exception as exc:  # noqa: BLE001 -- re-raised with its message
+            raise ValueError(f"chroma: {exc}") from None
+
+    ef = embedding_function
+
+    def wrap(raw: Any) -> Any:
+        class Collection:
+            """A chroma collection: add/upsert/update/query/get/count/delete/peek, plain results."""
+
+            __slots__ = ()
+
+            @property
+            def name(self) -> str:
+                return raw.name
+
+            @property
+            def metadata(self) -> Any:
+                return plain_out(raw.metadata)
+
+            def add(self, ids, documents=None, metadatas=None, embeddings=None) -> None:
+                a = _record_args(ids, documents, metadatas, embeddings)
+                call(lambda: raw.add(**a))
+
+            def upsert(self, ids, documents=None, metadatas=None, embeddings=None) -> None:
+                a = _record_args(ids, documents, metadatas, embeddings)
+                call(lambda: raw.upsert(**a))
+
+            def update(self, ids, documents=None, metadatas=None, embeddings=None) -> None:
+                a = _record_args(ids, documents, metadatas, embeddings)
+                call(lambda: raw.update(**a))
+
+            def query(self, query_texts=None, query_embeddings=None, n_results=10, where=None,
+                      where_document=None, include=None) -> dict:
+                a = _optional_args(query_texts=query_texts, query_embeddings=query_embeddings,
+                                   n_results=n_results, where=where, where_document=where_document,
+                                   include=include)
+                return plain_out(call(lambda: raw.query(**a)))
+
+            def get(self, ids=None, where=None, limit=None, offset=None, where_document=None,
+                    include=None) -> dict:
+                a = _optional_args(ids=ids, where=where, limit=limit, offset=offset,
+                                   where_document=where_document, include=include)
+                return plain_out(call(lambda: raw.get(**a)))
+
+            def delete(self, ids=None, where=None, where_document=None) -> None:
+                a = _optional_args(ids=ids, where=where, where_document=where_document)
+                call(lambda: raw.delete(**a))
+
+            def count(self) -> int:
+                return int(call(raw.count))
+
+            def peek(self, limit: int = 10) -> dict:
+                return plain_out(call(lambda: raw.peek(limit=plain_in(limit, "limit"))))
+
+        return Collection()
+
+    class Chroma:
+        """toolkit.chroma: this knowledge base's private chromadb client."""
+
+        __slots__ = ()
+
+        def get_or_create_collection(self, name, metadata=None, embedding_function=None):
+            no_foreign_ef(embedding_function)
+            n, m = checked_name(name), plain_in(metadata, "metadata")
+            return wrap(call(lambda: client.get_or_create_collection(n, metadata=m, embedding_function=ef)))
+
+        def create_collection(self, name, metadata=None, embedding_function=None, get_or_create=False):
+            no_foreign_ef(embedding_function)
+            n, m, g = checked_name(name), plain_in(metadata, "metadata"), bool(get_or_create)
+            return wrap(call(lambda: client.create_collection(n, metadata=m, embedding_function=ef, get_or_create=g)))
+
+        def get_collection(self, name, embedding_function=None):
+            no_foreign_ef(embedding_function)
+            n = checked_name(name)
+            return wrap(call(lambda: client.get_collection(n, embedding_function=ef)))
+
+        def delete_collection(self, name) -> None:
+            n = checked_name(name)
+            call(lambda: client.delete_collection(n))
+
+        def list_collections(self) -> list:
+            names = [c.name for c in call(client.list_collections)]
+            return [self.get_collection(n) for n in names]
+
+        def count_collections(self) -> int:
+            return int(call(client.count_collections))
+
+    return Chroma()
+
+
+def _record_args(ids: Any, documents: Any, metadatas: Any, embeddings: Any) -> dict[str, Any]:
+    args = {"ids": plain_in(ids, "ids")}
+    args.update(_optional_args(documents=documents, metadatas=metadatas, embeddings=embeddings))
+    return args
+
+
+def _optional_args(**kwargs: Any) -> dict[str, Any]:
+    return {k: plain_in(v, k) for k, v in kwargs.items() if v is not None}
