@@ -3,7 +3,7 @@
 Where things are:
   loop.py        the evolution loop (paper Algorithm 1a); the only writer of the pool
   strategies/    the algorithm's decisions: parent selection, failed cases, references, acceptance
-  evaluate.py    one evaluation of a program (Algorithm 1b): ingest, read, answer, score
+  evaluation/    one evaluation (Algorithm 1b): ingest, read, answer, score; kept knowledge bases
   agent.py       the task agent's prompts and reply parsing
   reflect.py     the reflector's prompt and reply;  mutate.py  reply -> patch -> gates -> child
   patch/         V4A patches: parse, locate, apply, make

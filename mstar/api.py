@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from mstar import agent
 from mstar.config import SandboxConfig
-from mstar.evaluate import sandbox_limits
+from mstar.evaluation import sandbox_limits
 from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits
 
 LLMFn = Callable[[list[dict]], str]

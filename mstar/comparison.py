@@ -2,7 +2,7 @@
 Table 1 / Appendix I: one row per program, one column per query category, then Overall.
 
 Every program is evaluated exactly as the evolution loop scores its final program on the test
-set (mstar.evaluate.evaluate: a fresh knowledge base, all episodes written, then the queries),
+set (mstar.evaluation.evaluate: a fresh knowledge base, all episodes written, then the queries),
 so a baseline row and an evolved program's test score are comparable. The table is a typed
 record (`ComparisonTable`) that renders to markdown and serialises to JSON; `compare` is the
 only function here with side effects (sandbox workers and LLM calls).
@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
 from mstar.config import SandboxConfig
-from mstar.evaluate import evaluate
+from mstar.evaluation import evaluate
 from mstar.llm.router import LLMRouter
 from mstar.program.sources import load_program_source
 from mstar.tasks import QueryItem, Task

@@ -27,7 +27,7 @@ class RoleConfig:
     temperature: float | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None   # "low" / "medium" / "high" for reasoning models
-    concurrency: int = 16             # calls of this role in flight at once
+    concurrency: int = 64             # calls of this role in flight at once (the official engine: 64)
     timeout_s: float = 120.0
     max_retries: int = 3              # retries on 429 / 5xx / timeouts / connection errors
     backoff_s: float = 1.0            # first retry waits about this long, doubling after
@@ -66,13 +66,21 @@ class EvolutionConfig:
                                        # None = the task's own default (LoCoMo: 0), else 5
     compile_fix_attempts: int = 3      # k
     seed: int = 0
-    workers: int = 8                   # concurrent task-agent calls within one evaluation
+    workers: int = 64                  # task-agent calls one evaluation keeps in flight (role limits apply too)
     mode: str = "all"                  # ablation (paper Table 2): "all", "instructions" or "code"
     prompt_budget_tokens: int = 60_000 # reflection prompt budget; optional sections are cut to fit
     embed_model: str = "auto"          # subset-selection embeddings: "auto" (all-MiniLM-L6-v2 if the
                                        # [embed] extra is installed, else hashing), "hashing", or a
                                        # sentence-transformers model name / local path
     embed_cache_dir: str | None = None # on-disk embedding cache (the CLI fills in its default)
+    selection: str = "softmax"         # parent selection: "softmax" (paper), "max", "latest" (Table 2)
+    parallel: int = 1                  # iterations in flight at once (1 = the paper's loop, reproducible)
+    rotating: str = "fresh"            # "fresh": the parent is evaluated on a new rotating batch (paper);
+                                       # "reuse": its static-set cases are reused (the official code)
+    keep_sessions: int = 8             # ingested knowledge bases kept alive for the next evaluation
+    outage_threshold: float = 0.2      # failed share of an evaluation's LLM calls that stops the run
+    executor: str = "local"            # "local" or "ray"
+    ray_address: str | None = None     # with executor "ray": "auto", "HOST:PORT", or None = a local Ray
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,7 @@ class SandboxConfig:
     read_max_chars: int = 3000
     memory_mb: int = 1024
     llm_calls_per_op: int = 1
+    parallel_reads: int = 16           # reads of one program in flight at once
 
 
 @dataclass(frozen=True)

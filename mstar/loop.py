@@ -1,36 +1,48 @@
 """The evolution loop (paper Algorithm 1a).
 
 Evaluate the seeds on the static set -> for each iteration: pick a parent (strategies.selection),
-evaluate it on a rotating minibatch, show the reflector failed cases (strategies.failures) and
-reference programs (strategies.references), apply its patch and run the gates with up to k
+look at its cases on a rotating minibatch, show the reflector failed cases (strategies.failures)
+and reference programs (strategies.references), apply its patch and run the gates with up to k
 compile-fix rounds (mstar.mutate), evaluate the child on the static set and add it to the pool
 (strategies.acceptance) -> at the end score the best program on the held-out test set.
 
-This module is the only one that changes the pool; the strategies only propose. Every step ends
-in one typed lineage event (mstar.run.events), written before the next step starts.
+Up to `parallel` iterations are in flight at once (steady state): an iteration sees the pool as
+it stands when it begins, and its child joins when its evaluation ends. With 1 this is the
+paper's loop, draw for draw. Evaluations go to an executor (mstar.execution: this machine or a
+Ray cluster). This module is the only one that changes the pool; the strategies only propose.
+Every step ends in one typed lineage event (mstar.run.events), written before the step counts
+as done. An endpoint that fails (mstar.evaluation.EndpointOutage, FatalLLMError) stops the run
+resumably; it is never scored.
 """
 from __future__ import annotations
 
 import random
+import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable
 
 from mstar.config import RunConfig
-from mstar.evaluate import EvalResult, evaluate, sandbox_limits
+from mstar.evaluation import EndpointOutage, EvalResult, sandbox_limits
+from mstar.execution import EvalJob, Executor, make_executor
+from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
-from mstar.mutate import MutationOutcome, propose_child
+from mstar.llm.types import FatalLLMError
+from mstar.mutate import propose_child
 from mstar.pool import Pool, PoolEntry
 from mstar.program.sources import load_program_source
 from mstar.reflect import ReflectionInput, build_reflection_messages
 from mstar.run import events
-from mstar.run.store import FORMAT_VERSION, RunStore
+from mstar.run.store import RunStore
+from mstar.run.summary import RunSummary, write_summary
 from mstar.split import Split, make_split
 from mstar.split.embed import make_embedder
 from mstar.strategies import FailureMemory, Strategies
 from mstar.tasks import Task
 
 Progress = Callable[[events.Event], None]
+ENDPOINT_ERRORS = (EndpointOutage, FatalLLMError)
 
 
 def iteration_rng(seed: int, iteration: int) -> random.Random:
@@ -48,23 +60,15 @@ def train_ratio(cfg: RunConfig, task: Task) -> int:
 
 
 @dataclass
-class RunSummary:
-    best_id: str
-    best_static: float
-    best_seed_static: float
-    test_score: float | None
-    test_per_category: dict[str, float]
-    iterations: int
-    children_added: int
-    failed_iterations: int
-    seconds: float
-    stop_reason: str | None = None      # why the run ended before its last iteration (a budget)
+class _Stop:
+    reason: str
+    kind: str       # "budget" | "endpoint"
 
 
 class Evolution:
     def __init__(self, cfg: RunConfig, task: Task, router: LLMRouter, store: RunStore,
                  progress: Progress | None = None, embedder=None, split: Split | None = None,
-                 strategies: Strategies | None = None):
+                 strategies: Strategies | None = None, executor: Executor | None = None):
         self.cfg = cfg
         self.task = task
         self.router = router
@@ -73,6 +77,8 @@ class Evolution:
         self.strategies = strategies or Strategies.from_config(cfg.evolution)
         self.pool = Pool()
         self.failures = FailureMemory()
+        self.static_results: dict[str, EvalResult] = {}   # for `rotating reuse`
+        self._lock = threading.RLock()                    # pool, failure memory, lineage file
         # A resumed run passes the split it saved (mstar/run/resume.py).
         if split is None:
             ev = cfg.evolution
@@ -82,133 +88,197 @@ class Evolution:
         self.split = split
         self.train = [task.episodes[i] for i in self.split.train_episodes]
         self.static = [task.validation[i] for i in self.split.static]
+        self.executor = executor or make_executor(cfg, task, self.split.train_episodes, router)
 
     # ------------------------------------------------------------ helpers
-    def _eval(self, source: str, queries) -> EvalResult:
-        return evaluate(source, self.train, queries, metric=self.task.score, router=self.router,
-                        sandbox=self.cfg.sandbox, workers=self.cfg.evolution.workers)
+    def _static_job(self, source: str) -> EvalJob:
+        return EvalJob(source, "validation", tuple(self.split.static))
 
     def _event(self, event: events.Event) -> None:
-        self.store.append_jsonl("lineage.jsonl", events.to_dict(event))
+        with self._lock:
+            self.store.append_jsonl("lineage.jsonl", events.to_dict(event))
         self.progress(event)
 
     def _add(self, entry: PoolEntry, res: EvalResult) -> None:
         self.store.write_program(entry.program_id, entry.source)
         self.store.write_cases(entry.program_id, "static", res.to_dict())
-        self.pool.add(entry)
+        with self._lock:
+            self.pool.add(entry)
+            self.static_results[entry.program_id] = res
 
     def remember(self, ev: events.IterationEvent) -> None:
         """Failure memory from one iteration's event: the loop and resume use this one rule."""
-        self.failures.remember(ev.parent_id, ev.iteration, ev.status, ev.title, ev.attempts, ev.delta)
+        with self._lock:
+            self.failures.remember(ev.parent_id, ev.iteration, ev.status, ev.title, ev.attempts, ev.delta)
+
+    def static_result(self, program_id: str) -> EvalResult | None:
+        """A pool program's static-set evaluation (from memory, else from its cases file)."""
+        with self._lock:
+            res = self.static_results.get(program_id)
+        if res is None:
+            data = self.store.read_cases(program_id, "static")
+            res = EvalResult.from_dict(data) if data else None
+        return res
 
     # ------------------------------------------------------------ phases
     def evaluate_seeds(self) -> None:
+        """Every seed on the static set, at once; events in the configured order."""
+        todo = []
         for name in self.cfg.seeds:
-            t0, mark = time.perf_counter(), self.router.mark()
             label, source = load_program_source(name)
-            pid = f"seed_{label}"
-            if pid in self.pool:  # evaluated before a crash (resumed run)
-                continue
-            res = self._eval(source, self.static)
-            self._add(PoolEntry(pid, None, 0, source, res.mean_score, f"seed: {label}", res.per_category), res)
-            self._event(events.SeedEvent(
-                program_id=pid, title=f"seed: {label}", static_score=res.mean_score, per_category=res.per_category,
-                error=res.error, llm=self.router.since(mark),
-                timing={"eval_s": round(res.seconds, 3), "sandbox_s": round(res.sandbox_seconds, 3)},
-                seconds=round(time.perf_counter() - t0, 3)))
+            if f"seed_{label}" not in self.pool:  # else evaluated before a crash (resumed run)
+                todo.append((f"seed_{label}", label, source))
+        if not todo:
+            return
+        with ThreadPoolExecutor(len(todo), thread_name_prefix="seed") as pool:
+            futures = [(pid, label, source, time.perf_counter(), pool.submit(self._seed_eval, pid, source))
+                       for pid, label, source in todo]
+            for pid, label, source, t0, fut in futures:
+                res = fut.result()
+                self._add(PoolEntry(pid, None, 0, source, res.mean_score, f"seed: {label}", res.per_category), res)
+                self._event(events.SeedEvent(
+                    program_id=pid, title=f"seed: {label}", static_score=res.mean_score,
+                    per_category=res.per_category, error=res.error, case_errors=res.case_errors,
+                    llm=self.router.spent_in(pid),
+                    timing={"eval_s": round(res.seconds, 3), "sandbox_s": round(res.sandbox_seconds, 3)},
+                    seconds=round(time.perf_counter() - t0, 3)))
+
+    def _seed_eval(self, pid: str, source: str) -> EvalResult:
+        with llm_scope.scoped(pid):
+            return self.executor.run(self._static_job(source))
 
     def iterate(self, iteration: int) -> None:
+        with llm_scope.scoped(f"iter_{iteration:03d}"):
+            self._iterate(iteration, f"iter_{iteration:03d}")
+
+    def _iterate(self, iteration: int, scope: str) -> None:
         ev = self.cfg.evolution
-        t0, mark, replay_mark = time.perf_counter(), self.router.mark(), self.router.replay_mark()
+        t0 = time.perf_counter()
         rng = iteration_rng(ev.seed, iteration)
-        parent = self.strategies.selection.select(self.pool.entries, rng)
-        batch = self.split.rotating(iteration)
-        rot = self._eval(parent.source, [self.task.validation[i] for i in batch])
-        timing = {"rotating_eval_s": round(rot.seconds, 3), "rotating_sandbox_s": round(rot.sandbox_seconds, 3)}
-        cases = [c.__dict__ for c in rot.cases]
+        with self._lock:  # what this iteration sees: the pool as it stands now
+            seen = list(self.pool.entries)
+            parent = self.strategies.selection.select(seen, rng)
+            lineage = self.pool.lineage_lines(parent.program_id)
+            tried = self.failures.notes(parent.program_id)
+        if ev.rotating == "reuse" and (rot := self.static_result(parent.program_id)) is not None:
+            batch, timing = [], {"rotating_eval_s": 0.0, "rotating_sandbox_s": 0.0}
+        else:
+            batch = self.split.rotating(iteration)
+            rot = self.executor.run(EvalJob(parent.source, "validation", tuple(batch)))
+            timing = {"rotating_eval_s": round(rot.seconds, 3), "rotating_sandbox_s": round(rot.sandbox_seconds, 3)}
+        cases = [c.__dict__ for c in rot.cases if c.scored]
         picked = self.strategies.failures.sample(cases, ev.failures_per_iteration, rng)
         inp = ReflectionInput(
             source=parent.source, iteration=iteration, score=parent.static_score,
             failed_cases=picked, success_cases=[c for c in cases if c["score"] >= 0.5][:2],
-            write_examples=[w.__dict__ for w in rot.writes[:2]],
-            lineage=self.pool.lineage_lines(parent.program_id),
-            already_tried=self.failures.notes(parent.program_id), mode=ev.mode,
-            references=[(e.program_id, e.static_score, e.source)
-                        for e in self.strategies.references.pick(parent, self.pool.entries)],
-            debug_logs=[l for w in rot.writes[:3] for l in w.debug_logs] + [l for c in cases for l in c["debug_logs"]],
+            write_examples=[w.__dict__ for w in rot.writes[:2]], lineage=lineage, already_tried=tried,
+            mode=ev.mode, references=[(e.program_id, e.static_score, e.source)
+                                      for e in self.strategies.references.pick(parent, seen)],
+            debug_logs=rot.load_warnings + [l for w in rot.writes[:3] for l in w.debug_logs]
+            + [l for c in cases for l in c["debug_logs"]],
         )
-        outcome: MutationOutcome = propose_child(
+        outcome = propose_child(
             parent.source, build_reflection_messages(inp, self.cfg.sandbox, ev.prompt_budget_tokens),
             router=self.router, sandbox=self.cfg.sandbox, limits=sandbox_limits(self.cfg.sandbox),
-            attempts=ev.compile_fix_attempts, known_sources={e.source for e in self.pool.entries}, mode=ev.mode)
+            attempts=ev.compile_fix_attempts, known_sources={e.source for e in seen}, mode=ev.mode)
         record = events.IterationEvent(
             iteration=iteration, parent_id=parent.program_id, status=outcome.status, title=outcome.title,
             body=outcome.body, attempts=outcome.attempts, parent_static_score=parent.static_score,
-            rotating_batch=batch, rotating_score=rot.mean_score,
-            failed_case_ids=[c["query_id"] for c in picked] if any(c["score"] < 1.0 for c in cases) else [])
+            rotating_batch=batch, rotating_score=rot.mean_score, rotating_mode=ev.rotating,
+            failed_case_ids=[c["query_id"] for c in picked] if any(c["score"] < 1.0 for c in cases) else [],
+            pool_seen=[e.program_id for e in seen])
+        child = None
         if outcome.status == "ok":
-            pid = f"iter_{iteration:03d}"
-            res = self._eval(outcome.source, self.static)
+            res = self.executor.run(self._static_job(outcome.source))
             timing.update(child_eval_s=round(res.seconds, 3), child_sandbox_s=round(res.sandbox_seconds, 3))
-            child = PoolEntry(pid, parent.program_id, iteration, outcome.source, res.mean_score,
-                              outcome.title, res.per_category)
-            self._add(child, res)
-            record.program_id, record.static_score, record.per_category = pid, res.mean_score, res.per_category
-            record.delta, record.eval_error = res.mean_score - parent.static_score, res.error
+            child = PoolEntry(f"iter_{iteration:03d}", parent.program_id, iteration, outcome.source,
+                              res.mean_score, outcome.title, res.per_category)
+            record.program_id, record.static_score, record.per_category = child.program_id, res.mean_score, res.per_category
+            record.delta, record.eval_error, record.case_errors = res.mean_score - parent.static_score, res.error, res.case_errors
         elif outcome.source is not None:  # keep the failed child's text for inspection
             self.store.write_program(f"iter_{iteration:03d}_rejected", outcome.source)
-        self.remember(record)
-        record.best_static_score = self.pool.best().static_score
-        record.llm = self.router.since(mark)
-        record.replay_keys = self.router.replay_since(replay_mark)  # for resume (mstar.run.resume)
-        timing["gates_s"] = round(outcome.gate_seconds, 3)
-        record.timing = timing
-        record.seconds = round(time.perf_counter() - t0, 3)
-        self._event(record)
+        with self._lock:  # the child joins, the event is written: the iteration is done
+            if child is not None:
+                self._add(child, res)
+            self.remember(record)
+            record.best_static_score = self.pool.best().static_score
+            record.llm = self.router.spent_in(scope)
+            record.replay_keys = self.router.replay_keys(scope)  # for resume (mstar.run.resume)
+            timing["gates_s"] = round(outcome.gate_seconds, 3)
+            record.timing, record.seconds = timing, round(time.perf_counter() - t0, 3)
+            self._event(record)
 
-    def finish(self, t_start: float, stop_reason: str | None = None, iterations_done: int | None = None) -> RunSummary:
+    def finish(self, t_start: float, stop: _Stop | None = None, iterations_done: int | None = None) -> RunSummary:
         best = self.pool.best()
-        mark = self.router.mark()
-        # Test questions need not be covered by the episodes chosen for validation,
-        # so the held-out evaluation writes every episode of the task. A run stopped by its
-        # budget skips it (it would spend past the limit) and stays resumable.
-        test = evaluate(best.source, list(self.task.episodes), self.task.test, metric=self.task.score, router=self.router,
-                        sandbox=self.cfg.sandbox, workers=self.cfg.evolution.workers) \
-            if self.task.test and stop_reason is None else None
         iterations = self.cfg.evolution.iterations if iterations_done is None else iterations_done
+        test = None
+        if self.task.test and stop is None:
+            # Test questions need not be covered by the episodes chosen for validation, so the
+            # held-out evaluation writes every episode of the task. A stopped run skips it.
+            try:
+                with llm_scope.scoped("test"):
+                    test = self.executor.run(EvalJob(best.source, "test", None, all_episodes=True, keep=False))
+            except ENDPOINT_ERRORS as exc:
+                stop = _Stop(f"the LLM endpoint failed during the test evaluation: {exc}", "endpoint")
         if test is not None:
             self.store.write_cases(best.program_id, "test", test.to_dict())
-        self.store.write_text("best_program.py", best.source)
-        seeds = [e for e in self.pool.entries if e.parent_id is None]
-        children = sum(1 for e in self.pool.entries if e.parent_id is not None)
-        summary = RunSummary(
-            best_id=best.program_id, best_static=best.static_score,
-            best_seed_static=max(e.static_score for e in seeds),
-            test_score=test.mean_score if test else None,
-            test_per_category=test.per_category if test else {},
-            iterations=iterations, children_added=children, failed_iterations=iterations - children,
-            seconds=round(time.perf_counter() - t_start, 3), stop_reason=stop_reason)
-        self.store.write_json("summary.json", {"format_version": FORMAT_VERSION, **summary.__dict__,
-                                               "llm_totals": self.router.totals(), "llm": self.router.report(),
-                                               "pool": [{k: v for k, v in e.to_dict().items() if k != "source"}
-                                                        for e in self.pool.entries]})
-        if stop_reason is not None:  # no test event: the run is not finished, `mstar resume` continues it
-            self._event(events.StoppedEvent(reason=stop_reason, iteration=iterations, llm=self.router.since(mark)))
+        summary = write_summary(self, best, test, iterations, time.perf_counter() - t_start,
+                                stop.reason if stop else None, stop.kind if stop else None)
+        if stop is not None:  # no test event: the run is not finished, `mstar resume` continues it
+            self._event(events.StoppedEvent(reason=stop.reason, iteration=iterations, kind=stop.kind,
+                                            llm=self.router.spent_in("test")))
             return summary
         # The test event is written last: a run is finished exactly when its lineage ends with it.
         self._event(events.TestEvent(program_id=best.program_id, test_score=summary.test_score,
-                                     per_category=summary.test_per_category, llm=self.router.since(mark)))
+                                     per_category=summary.test_per_category, case_errors=test.case_errors if test else 0,
+                                     llm=self.router.spent_in("test")))
         return summary
 
-    def run(self, first_iteration: int = 1) -> RunSummary:
-        """The whole run; a resumed run (mstar/run/resume.py) has rebuilt the pool and failure memory
-        and starts at the first iteration without an event."""
+    def run(self, todo: list[int] | None = None) -> RunSummary:
+        """The whole run. `todo`: the iterations still to do (a resumed run, mstar/run/resume.py,
+        has rebuilt the pool and failure memory); default all of them."""
         t0 = time.perf_counter()
         self.store.write_json("split.json", self.split.to_dict())
-        self.evaluate_seeds()
-        for it in range(first_iteration, self.cfg.evolution.iterations + 1):
-            stop = self.router.stop_reason()  # budgets: checked only between iterations
-            if stop:
-                return self.finish(t0, stop_reason=stop, iterations_done=it - 1)
-            self.iterate(it)
-        return self.finish(t0)
+        todo = list(range(1, self.cfg.evolution.iterations + 1)) if todo is None else list(todo)
+        done_before = self.cfg.evolution.iterations - len(todo)
+        try:
+            try:
+                self.evaluate_seeds()
+            except ENDPOINT_ERRORS as exc:
+                return self.finish(t0, _Stop(_endpoint_reason(exc, "the seed evaluations"), "endpoint"), done_before)
+            stop, done = self._iterations(todo)
+            return self.finish(t0, stop, done_before + done if stop else None)
+        finally:
+            self.executor.close()
+
+    def _iterations(self, todo: list[int]) -> tuple[_Stop | None, int]:
+        """Up to `parallel` iterations at once; a budget is checked before each one starts."""
+        stop: _Stop | None = None
+        done = 0
+        with ThreadPoolExecutor(max(1, self.cfg.evolution.parallel), thread_name_prefix="iteration") as pool:
+            running: dict = {}
+            queue = list(todo)
+            while queue or running:
+                while queue and stop is None and len(running) < max(1, self.cfg.evolution.parallel):
+                    reason = self.router.stop_reason()
+                    if reason:
+                        stop = _Stop(reason, "budget")
+                        break
+                    it = queue.pop(0)
+                    running[pool.submit(self.iterate, it)] = it
+                if not running:
+                    break
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    it = running.pop(fut)
+                    try:
+                        fut.result()
+                        done += 1
+                    except ENDPOINT_ERRORS as exc:
+                        stop = stop or _Stop(_endpoint_reason(exc, f"iteration {it}"), "endpoint")
+        return stop, done
+
+
+def _endpoint_reason(exc: BaseException, where: str) -> str:
+    kind = "rejected the requests" if isinstance(exc, FatalLLMError) else "failed"
+    return f"the LLM endpoint {kind} during {where}: {exc}"

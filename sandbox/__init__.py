@@ -8,7 +8,8 @@ The layers, in the order a program meets them (the why of each: docs/sandbox.md)
   L0 intake: size, NUL bytes              engine   engine/session.py  (ProgramSession._intake)
   L1 static gate on the AST               worker   worker/static_gate.py, contract/interface.py
   L2 RestrictedPython compile             worker   worker/restricted.py, worker/loader.py
-  L3 guarded namespace, module proxies    worker   worker/runtime.py, worker/proxies.py
+  L3 guarded namespace, module proxies    worker   worker/runtime.py, worker/proxies.py,
+                                                   worker/formatting.py (no raw str.format by any route)
   L4 toolkit as capability objects        worker   worker/toolkit.py, toolkit_db.py, toolkit_chroma.py,
                                                    worker/embedding.py
   L5 a process per program; limits,       both     engine/launch.py, engine/forkserver.py (engine side),
@@ -20,7 +21,8 @@ The layers, in the order a program meets them (the why of each: docs/sandbox.md)
 
   protocol.py        what crosses the pipe (frames, limits, verdicts) -- both sides
   contract/          what a memory program must define (the rules L1 and the loader check)
-  engine/            the engine's side: ProgramSession, launchers, gates, the `python -m sandbox` checker
+  engine/            the engine's side: ProgramSession, launchers, gates, the `python -m sandbox` checker;
+                     received.py re-checks what a worker sends, terminal.py makes program text safe to print
   worker/            runs inside the worker process (never imported by the engine)
   jail/              OS-level layers the worker applies to itself before program code runs
 

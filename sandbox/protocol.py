@@ -35,10 +35,11 @@ class SandboxLimits:
     llm_calls_per_op: int = 1
     max_log_chars: int = 64_000  # per op, logger.debug + print captured
     max_source_bytes: int = 65_536
+    parallel_reads: int = 16  # reads of one program in flight at once (each on a worker thread)
 
     def __post_init__(self) -> None:
         for name in ("call_timeout_s", "read_max_chars", "memory_mb", "cpu_s", "max_log_chars",
-                     "max_source_bytes"):
+                     "max_source_bytes", "parallel_reads"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"SandboxLimits.{name} must be > 0, got {getattr(self, name)!r}")
         if self.llm_calls_per_op < 0:
@@ -208,3 +209,25 @@ def send_frame_until(fd: int, message: dict[str, Any], deadline: float) -> bool:
             continue
         data = data[written:]
     return True
+
+
+# --------------------------------------------------------------------------- toolkit LLM requests
+
+_ROLES = frozenset({"system", "user", "assistant"})
+
+
+def check_messages(messages: Any) -> list[dict[str, str]]:
+    """OpenAI chat messages -> a plain list of {"role", "content"} dicts, or a TypeError."""
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise TypeError("llm_completion expects a non-empty list of {'role': ..., 'content': ...} dicts")
+    out = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise TypeError(f"llm_completion: message {i} is {type(message).__name__}, not a dict")
+        role, content = message.get("role"), message.get("content")
+        if role not in _ROLES:
+            raise TypeError(f"llm_completion: message {i} has role {role!r}; use system, user or assistant")
+        if not isinstance(content, str):
+            raise TypeError(f"llm_completion: message {i} content is {type(content).__name__}, not str")
+        out.append({"role": str.__str__(role), "content": str.__str__(content)})
+    return out

@@ -110,7 +110,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_walker_sees_real_edges_and_would_see_a_circle():
-    assert "sandbox.engine.session" in GRAPH["mstar.evaluate"]
+    assert "sandbox.engine.session" in GRAPH["mstar.evaluation.run"]
     assert "mstar.strategies.selection" in GRAPH["mstar.strategies"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

@@ -80,16 +80,25 @@ def test_good_program_and_seeds_have_no_violations():
     ('tags: list[str]', "tags: dict[int, str]", "field_type",
      "KnowledgeItem.tags: type dict[int, str] is not JSON-compatible; use str, int, float, bool, "
      "Any, list[...], dict[str, ...] or Optional[...]"),
-    ('text: str = field(default="", metadata={"description": "the text"})',
-     'text: str = ""', "missing_description", "KnowledgeItem.text: no description"),
-    ('metadata={"description": "the query"}', 'metadata={"help": "x"}', "missing_description",
-     "Query.q"),
 ])
 def test_each_violation_names_the_part(old, new, rule, needle):
     assert old in GOOD
     violations = check_interface(ast.parse(GOOD.replace(old, new)))
     assert [v.rule for v in violations] == [rule], violations
     assert needle in violations[0].message
+
+
+@pytest.mark.parametrize("old,new", [
+    ('text: str = field(default="", metadata={"description": "the text"})', 'text: str = ""'),
+    ('metadata={"description": "the query"}', 'metadata={"help": "x"}'),
+    ('tags: list[str] = field(default_factory=list, metadata={"description": "tags"})',
+     "tags: list[str] = field(default_factory=list)"),
+])
+def test_a_field_without_a_description_is_accepted(old, new):
+    """The paper's engine treats the description as optional; the sandbox's engine warns instead
+    (sandbox.engine.received, tests/test_sandbox_received.py)."""
+    assert old in GOOD
+    assert check_interface(ast.parse(GOOD.replace(old, new))) == []
 
 
 def test_violation_lines_point_at_the_source():
@@ -166,14 +175,17 @@ def test_describe_dataclass_violations():
         a: set = field(default_factory=set, metadata={"description": "x"})
         b: str = ""
         c: str = field(default="", metadata={"description": "   "})
+        d: str = field(default="", metadata={"description": 42})
 
     specs, violations = inspect_dataclass(Bad)
     assert [(v.rule, v.message.split(":")[0]) for v in violations] == [
-        ("field_type", "Bad.a"), ("missing_description", "Bad.b"), ("missing_description", "Bad.c")]
+        ("field_type", "Bad.a"), ("description_not_str", "Bad.d")]
     assert "use str, int, float, bool, Any, list[...], dict[str, ...] or Optional[...]" in violations[0].message
+    # No description, or a blank one: accepted as it is (the engine warns about both).
+    assert [(s.name, s.description) for s in specs] == [("a", "x"), ("b", ""), ("c", "   "), ("d", "")]
     with pytest.raises(ContractError) as info:
         describe_dataclass(Bad)
-    assert len(info.value.violations) == 3
+    assert len(info.value.violations) == 2
 
     class Plain:
         pass

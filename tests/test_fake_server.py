@@ -13,7 +13,7 @@ from mstar.testing.fake_server import FAULT_KINDS, FakeOpenAIServer, Faults, scr
 from mstar.llm.openai_backend import OpenAIBackend
 from mstar.llm.retry import RetryPolicy
 from mstar.llm.router import LLMRouter, RolePolicy
-from mstar.llm.types import EmptyCompletionError, LLMError, TruncatedCompletionError
+from mstar.llm.types import LLMError
 from mstar.llm.offline_backend import OfflineBackend
 
 MSG = [{"role": "user", "content": "what is the capital of France?"}]
@@ -66,17 +66,26 @@ def test_a_hang_past_the_timeout_is_cut_and_retried():
     assert "timed out after 0.4s" in router.records[-1].attempt_errors[0]
 
 
-def test_empty_and_truncated_completions_reach_the_caller_without_retry():
+def test_empty_and_cut_short_completions_are_retried_and_each_attempt_is_recorded():
     srv, router = serve(Faults(script=["empty", "truncated"]))
     try:
-        with pytest.raises(EmptyCompletionError, match="empty completion"):
-            router.text("task", MSG)
-        with pytest.raises(TruncatedCompletionError):
+        assert router.text("task", MSG) == "Paris is the capital."   # empty, then cut short, then served
+    finally:
+        srv.__exit__(None, None, None)
+    assert len(srv.requests) == 3
+    rec = router.records[-1]
+    assert rec.error is None and rec.retries == 2
+    assert "empty completion" in rec.attempt_errors[0] and "cut short" in rec.attempt_errors[1]
+
+
+def test_an_empty_completion_every_time_gives_up_after_the_retries():
+    srv, router = serve(Faults(rate=1.0, kinds=("empty",)))
+    try:
+        with pytest.raises(LLMError, match="gave up after 4 attempt.*empty completion"):
             router.text("task", MSG)
     finally:
         srv.__exit__(None, None, None)
-    assert len(srv.requests) == 2
-    assert all(r.error and r.retries == 0 for r in router.records[-2:])
+    assert len(srv.requests) == 4
 
 
 def test_persistent_faults_give_up_after_three_retries():

@@ -48,7 +48,7 @@ SEED = ROOT / "seeds" / "vector_search.py"
 LIMITS = SandboxLimits(call_timeout_s=2.5, memory_mb=768, cpu_s=60, max_log_chars=8000)
 SECRET_VAR = "MSTAR_HOSTILE_SECRET"  # the programs ask for this name
 SECRET = f"sk-hostile-{uuid.uuid4().hex}"
-LLM_PROMPT_CAP = 200_000  # sandbox.engine.session.LLM_PROMPT_MAX_CHARS
+LLM_PROMPT_CAP = 200_000  # sandbox.engine.llm_proxy.LLM_PROMPT_MAX_CHARS
 LOG_SLACK = 500  # the "[n more log messages dropped]" note and cut markers
 STAGES = ("static", "compile", "import", "init", "write", "read", "ok")
 

@@ -143,15 +143,27 @@ def test_concurrency_limit_per_role():
     assert state["peak"] == 3
 
 
-def test_truncated_completion_is_an_error_for_text_and_flagged_for_call():
-    with FakeOpenAIServer(scripted_responder([("cut off rep", "length"), ("cut off rep", "length")])) as srv:
-        backend = OpenAIBackend("task", RoleConfig(backend="openai", model="m", base_url=srv.base_url), env={})
-        router = router_with(backend)
-        with pytest.raises(TruncatedCompletionError, match="truncated at the token limit"):
+def test_a_reply_at_the_roles_token_limit_is_an_error_for_text_and_flagged_for_call():
+    long_reply = " ".join(["word"] * 40)   # the fake server counts ~1 token per 4 characters
+    with FakeOpenAIServer(scripted_responder([(long_reply, "length")] * 2)) as srv:
+        cfg = RoleConfig(backend="openai", model="m", base_url=srv.base_url, max_tokens=20)
+        router = router_with(OpenAIBackend("task", cfg, env={}))
+        with pytest.raises(TruncatedCompletionError, match="raise max_tokens"):
             router.text("task", MSG)
         assert router.records[-1].error and router.records[-1].finish_reason == "length"
+        assert len(srv.requests) == 1            # hitting the real limit again would not help
         resp = router.call("task", MSG)          # callers that handle it (the reflector) get it flagged
-        assert resp.finish_reason == "length" and resp.text == "cut off rep"
+        assert resp.finish_reason == "length" and resp.text == long_reply
+
+
+def test_a_reply_cut_short_below_the_limit_is_retried_without_the_max_tokens_hint():
+    with FakeOpenAIServer(scripted_responder([("cut off rep", "length"), ("whole reply", "stop")])) as srv:
+        cfg = RoleConfig(backend="openai", model="m", base_url=srv.base_url, max_tokens=500)
+        router = router_with(OpenAIBackend("task", cfg, env={}))
+        assert router.text("task", MSG) == "whole reply"
+    rec = router.records[-1]
+    assert rec.retries == 1 and "cut short" in rec.attempt_errors[0] and "max_tokens" in rec.attempt_errors[0]
+    assert "raise max_tokens" not in rec.attempt_errors[0]
 
 
 def test_openai_backend_against_fake_server_reports_usage():

@@ -56,10 +56,12 @@ def test_run_with_20_percent_faults_completes_and_its_ledger_accounts_for_everyt
     assert count("unreadable response") == f.get("malformed", 0)
     assert count("timed out") == f.get("hang", 0) == 2
     assert count("empty completion") == f.get("empty", 0)
-    assert sum(r["finish_reason"] == "length" for r in recs) == f.get("truncated", 0)
-    # failures are the non-retried faults (and retries that ran out), each with its reason
+    # a reply cut short is retried where the caller needs the whole text; the reflector's parser
+    # takes it as it is (and says so in the attempt)
+    assert count("cut short") + sum(r["finish_reason"] == "length" for r in recs) == f.get("truncated", 0)
+    # what still failed ran out of retries, and says why
     failed = [r for r in recs if r["error"]]
-    assert len(failed) >= f.get("empty", 0) and all(r["attempt_errors"] or "truncated" in r["error"] for r in failed)
+    assert all(r["attempt_errors"] and "gave up" in r["error"] for r in failed)
     summary = json.loads((run / "summary.json").read_text())
     total = summary["llm"]["total"]
     assert total["calls"] == len(recs) and total["retries"] == sum(r["retries"] for r in recs)

@@ -313,13 +313,10 @@ BAD_PROGRAMS = [
      "static", "interface", "wrong_arity", "KnowledgeBase.read"),
     ("set field type", lambda s: s.replace("fact_to_remember: str", "fact_to_remember: set[str]"),
      "static", "interface", "field_type", "KnowledgeItem.fact_to_remember: type set[str]"),
-    ("missing description", lambda s: s.replace(
-        'field(default="", metadata={"description": "A search query for the knowledge base"})', '""'),
-     "static", "interface", "missing_description", "Query.query_text: no description"),
-    ("description via variable", lambda s: s.replace(
+    ("description not str", lambda s: s.replace(
         'metadata={"description": "A search query for the knowledge base"}', "metadata=META")
-     .replace("@dataclass\nclass Query", 'META = {"help": "x"}\n@dataclass\nclass Query'),
-     "import", "interface", "missing_description", "Query.query_text"),
+     .replace("@dataclass\nclass Query", 'META = {"description": 7}\n@dataclass\nclass Query'),
+     "import", "interface", "description_not_str", "Query.query_text: the description is a int"),
     ("constant not str", lambda s: s + "\nALWAYS_ON_KNOWLEDGE = 3 * 1\n",
      "import", "interface", "constant_not_str", "ALWAYS_ON_KNOWLEDGE must be a str"),
     ("import os", lambda s: "import os\n" + s, "static", "imports", "import_not_allowed",
@@ -455,6 +452,74 @@ def test_runtime_guards_inside_methods():
         kb.read(query)
     query = build_instance(program.query_cls, {"query_text": "query_text"}, program.query_schema)
     assert kb.read(query) == "query_text"
+
+
+FORMAT_ROUTES = {
+    # Each reached the real str.format before issue 16; each must meet the template check now.
+    "super() in a str subclass": "class U(str):\n    def go(self, v):\n        return super().format(v)\n"
+                                 "X = U('{0.__class__}').go(1)",
+    "two-argument super": "X = super(T, T('{0.__class__}')).format(1)",
+    "super bound to the class": "X = super(T, T).format('{0.__class__}', 1)",
+    "format_map through super": "X = super(T, T('{a.__class__}')).format_map({'a': 1})",
+    "getattr on super": "X = getattr(super(T, T('{0.__class__}')), 'form' + 'at')(1)",
+    "typing alias forwarding": "from typing import Annotated\nX = Annotated[str, 0].format('{0.__class__}', 1)",
+    "alias of a program subclass": "import typing\nX = typing.Annotated[T, 0].format(T('{0.__class__}'), 1)",
+    "super in a classmethod": "class V(str):\n    @classmethod\n    def f(cls):\n        return super(V, cls).format\n"
+                              "X = V.f()('{0.__class__}', 1)",
+}
+
+
+@pytest.mark.parametrize("route", sorted(FORMAT_ROUTES))
+def test_every_route_to_str_format_meets_the_template_check(route):
+    rej = rejection(BASE + "\n\nclass T(str):\n    pass\n\n" + FORMAT_ROUTES[route] + "\n")
+    assert (rej.stage, rej.rule) == ("import", "ValueError"), rej
+    assert "format field {0.__class__} is not allowed" in rej.message or "{a.__class__}" in rej.message
+
+
+def test_plain_formatting_still_works_on_every_route():
+    program, _ = load(BASE + "\n\nclass T(str):\n    def go(self, v):\n        return super().format(v)\n\n"
+                      "A = super(T, T('{0}-{n}')).format(1, n=2)\n"
+                      "B = T('<{0}>').go('b')\nC = str.format('{0:>3}', 7)\nD = '{k}'.format_map({'k': 'v'})\n")
+    ns = program.namespace
+    assert (ns["A"], ns["B"], ns["C"], ns["D"]) == ("1-2", "<b>", "  7", "v")
+
+
+def test_guard_result_screens_by_value():
+    import operator
+    import string
+
+    from sandbox.worker.formatting import guard_result
+
+    class Sub(str):
+        pass
+
+    for raw in ("{0.real}".format, Sub("{0.real}").format, super(Sub, Sub("{0.real}")).format):
+        with pytest.raises(ValueError, match="format field"):
+            guard_result(raw, "format")(1)
+    with pytest.raises(ValueError, match="format field"):
+        guard_result(str.format, "format")("{0.real}", 1)
+    with pytest.raises(ValueError, match="format field"):
+        guard_result("{a.real}".format_map, "format_map")({"a": 1})
+    assert guard_result("{0}".format, "format")(3) == "3"
+    for walker in (string.Formatter(), string.Formatter, string.Formatter().vformat,
+                   operator.attrgetter("a"), operator.methodcaller("a")):
+        with pytest.raises(AttributeError):
+            guard_result(walker, "x")
+    assert guard_result(len, "len") is len and guard_result("abc".upper, "upper")() == "ABC"
+
+
+def test_fields_without_descriptions_load_with_empty_descriptions():
+    source = BASE.replace('field(default="", metadata={"description": "A search query for the knowledge base"})',
+                          '""')
+    program, _ = load(source)
+    assert program.query_schema[0]["description"] == ""
+
+
+def test_a_default_is_sent_as_the_copy_that_was_measured():
+    """tests/hostile/h170: a dict subclass whose items() grows after the first call."""
+    program, _ = load((Path(__file__).parent / "hostile" / "h170_schema_default_grows.py").read_text())
+    [extra] = [s for s in program.knowledge_item_schema if s["name"] == "extra"]
+    assert type(extra["default"]) is dict and extra["default"] == {"k": "small"}
 
 
 # ---------------------------------------------------------------------------------- build_instance

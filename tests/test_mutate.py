@@ -5,7 +5,7 @@ import json
 import pytest
 
 from mstar.config import RoleConfig, RunConfig, EvolutionConfig, SandboxConfig
-from mstar.evaluate import sandbox_limits
+from mstar.evaluation import sandbox_limits
 from mstar.testing.fake_server import FakeOpenAIServer, offline_responder
 from mstar.llm.offline_backend import OfflineBackend
 from mstar.llm.openai_backend import OpenAIBackend
@@ -100,13 +100,15 @@ def test_gate_failure_goes_back_with_the_error_then_gives_up_after_k(scripted):
 
 def test_truncated_reply_never_becomes_a_child(scripted):
     full = reply(make_patch(SEED, better()))
-    router, _ = scripted([(full, "length"), (full[: len(full) // 2], "length"), "no patch here", ""])
+    router, _ = scripted([(full, "length"), (full[: len(full) // 2], "length"), "no patch here", "", "", "", ""])
     out = _propose(router)
     assert out.status == "failed" and out.source is None
     assert "truncated" in out.attempts[0]["error"] and "truncated" in out.attempts[1]["error"]
     assert out.attempts[2]["stage"] == "reply" and "no '*** Begin Patch'" in out.attempts[2]["error"]
-    # an empty completion is an LLM error: recorded, and the mutation ends there
-    assert out.attempts[3]["stage"] == "llm" and "empty completion" in out.attempts[3]["error"]
+    # empty completions are retried; when every retry is empty too the call fails, and the
+    # mutation ends there with the reason
+    assert out.attempts[3]["stage"] == "llm" and "gave up" in out.attempts[3]["error"]
+    assert "empty completion" in out.attempts[3]["error"]
 
 
 def test_duplicate_child_is_not_evaluated(scripted):

@@ -139,10 +139,10 @@ def test_switching_the_pid_namespace_off_is_reported(monkeypatch):
 
 
 def test_a_missing_layer_is_logged_once_not_per_worker(monkeypatch, caplog):
-    import sandbox.engine.session as host
+    import sandbox.engine.layers as layers
 
     monkeypatch.setattr(launch, "PID_NAMESPACE", False)
-    monkeypatch.setattr(host, "_warned_layers", set())
+    monkeypatch.setattr(layers, "_warned", set())
     with caplog.at_level("WARNING", logger="sandbox.engine.session"):
         for _ in range(3):
             with session(GOOD, launcher=FORK) as s:

@@ -58,12 +58,13 @@ def _queries_and_episodes(task, args):
 def cmd_eval(args) -> int:
     from mstar.commands.evolve import resolve_llm
     from mstar.config import SandboxConfig
-    from mstar.evaluate import evaluate
+    from mstar.evaluation import evaluate
     from mstar.llm.router import LLMRouter
     from mstar.llm.types import LLMError
     from mstar.program.sources import load_program_source
     from mstar.run.store import atomic_write_text
     from mstar.commands import load_task_or_report
+    from sandbox.engine.terminal import terminal_safe
 
     try:
         label, source = load_program_source(args.program)
@@ -101,7 +102,8 @@ def cmd_eval(args) -> int:
         print(f"program {label} ({args.program})")
         print(f"task    {task.name}, split {args.split}: {len(queries)} queries, {len(episodes)} episodes ingested")
         if res.error:
-            print(f"error   the program failed as a whole: {res.error.get('message', res.error)}")
+            print(terminal_safe(f"error   the program failed as a whole: {res.error.get('message', res.error)}",
+                                newlines=False))
         print(f"score   {res.mean_score:.4f} ({out['metric']})")
         for cat, value in res.per_category.items():
             print(f"  {cat:<24} {value:.4f}  (n={out['counts'].get(cat, 0)})")

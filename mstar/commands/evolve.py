@@ -52,6 +52,17 @@ def add_evolve_args(p: argparse.ArgumentParser) -> None:
                    help="ablation (paper Table 2): evolve everything, only the instruction constants, or only the code")
     p.add_argument("--prompt-budget", type=int, default=EvolutionConfig.prompt_budget_tokens,
                    help="token budget of the reflection prompt; optional sections are cut, visibly, to fit")
+    p.add_argument("--parallel", type=int, default=EvolutionConfig.parallel, metavar="K",
+                   help="iterations in flight at once (default 1: the paper's loop, exactly reproducible)")
+    p.add_argument("--rotating", choices=("fresh", "reuse"), default=EvolutionConfig.rotating,
+                   help="fresh: evaluate the parent on a new rotating batch each iteration (paper); "
+                        "reuse: show the reflector the parent's static-set cases (the official code)")
+    p.add_argument("--keep-sessions", type=int, default=EvolutionConfig.keep_sessions, metavar="N",
+                   help="ingested knowledge bases kept alive for reuse (0 = re-ingest every time)")
+    p.add_argument("--executor", choices=("local", "ray"), default=EvolutionConfig.executor,
+                   help="where evaluations run: this machine, or a Ray cluster (pip install -e '.[ray]')")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="with --executor ray: auto, HOST:PORT, or nothing for a new local Ray")
     add_llm_args(p)
     p.add_argument("--max-usd", type=float, default=None,
                    help="hard budget in dollars: the run stops at an iteration boundary (warnings at 50%% and 80%%)")
@@ -103,10 +114,27 @@ def resolve_config(args) -> RunConfig:
                   static_size=args.static_size, mode=args.mode, prompt_budget_tokens=args.prompt_budget,
                   train_ratio=getattr(args, "train_ratio", None),
                   embed_model=getattr(args, "embed_model", EvolutionConfig.embed_model),
-                  embed_cache_dir=_embed_cache(getattr(args, "embed_cache", None)))
+                  embed_cache_dir=_embed_cache(getattr(args, "embed_cache", None)),
+                  parallel=args.parallel, rotating=args.rotating, keep_sessions=args.keep_sessions,
+                  executor=args.executor, ray_address=args.ray_address)
     return RunConfig(name=name, task=args.task, data=args.data, runs_dir=runs_dir, seeds=seeds,
                      theme=getattr(args, "theme", None), metric=getattr(args, "metric", None),
                      evolution=evo, llm=resolve_llm(args))
+
+
+def check_numbers(args) -> str | None:
+    """The first numeric flag out of range, as one line; None when all are fine."""
+    rules = (("iterations", 0, "0 or more"), ("static_size", 1, "1 or more"), ("workers", 1, "1 or more"),
+             ("parallel", 1, "1 or more (1 = one iteration at a time)"), ("keep_sessions", 0, "0 or more"),
+             ("prompt_budget", 1000, "1000 or more"))
+    for name, low, what in rules:
+        value = getattr(args, name, None)
+        if value is not None and value < low:
+            return f"--{name.replace('_', '-')} {value}: give {what}"
+    ratio = getattr(args, "train_ratio", None)
+    if ratio is not None and ratio < 0:
+        return f"--train-ratio {ratio}: give 0 (every episode) or more"
+    return None
 
 
 def _embed_cache(value: str | None) -> str | None:
@@ -124,6 +152,10 @@ def cmd_evolve(args) -> int:
     except ConfigError as exc:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
+    problem = check_numbers(args)
+    if problem:
+        print(f"mstar: {problem}", file=sys.stderr)
+        return 2
     task = load_task_or_report(cfg.task, cfg.data, theme=cfg.theme, metric=cfg.metric)
     if task is None:
         return 2
@@ -140,6 +172,14 @@ def cmd_evolve(args) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"mstar: --seeds: {exc}", file=sys.stderr)
         return 2
+    if cfg.evolution.executor == "ray":  # an unreachable cluster fails here, before a run folder exists
+        from mstar.execution import ExecutorError
+        from mstar.execution.ray_cluster import connect
+        try:
+            connect(cfg.evolution.ray_address)
+        except ExecutorError as exc:
+            print(f"mstar: {exc}", file=sys.stderr)
+            return 2
     store = RunStore(Path(cfg.runs_dir) / cfg.name)
     try:
         store.create()
@@ -179,15 +219,17 @@ def _run(cfg, task, store, args) -> int:
           f"training episodes {len(evo.train)} | embeddings {evo.split.config.embedder}")
     summary = evo.run()
     router.close()
-    if summary.stop_reason:
-        print(f"stopped {summary.stop_reason}; no test evaluation -- best_program.py and summary.json are "
-              "written, and the run stays resumable")
     print_done(summary, store.root)
     print(f"llm     {router.ledger.spend_line()}")
     saved = cache_line(router)
     if saved:
         print(saved)
-    return 0
+    return exit_code(summary)
+
+
+def exit_code(summary) -> int:
+    """0 finished (or stopped by the budget the user set); 3 stopped because the endpoint failed."""
+    return 3 if summary.stop_kind == "endpoint" else 0
 
 
 def live_spend(router, cfg, task, evo, *, quiet: bool):
@@ -204,6 +246,11 @@ def live_spend(router, cfg, task, evo, *, quiet: bool):
 
 
 def print_done(summary, root) -> None:
+    if summary.stop_reason:
+        hint = "--max-usd or --max-tokens with a larger budget" if summary.stop_kind == "budget" else \
+            "once the endpoint works again"
+        print(f"stopped {summary.stop_reason}")
+        print(f"resume  mstar resume {root}  ({hint}); no test evaluation was run, nothing done is lost")
     test = f"{summary.test_score:.3f}" if summary.test_score is not None else "not run"
     print(f"done    best {summary.best_id} static {summary.best_static:.3f} "
           f"(best seed {summary.best_seed_static:.3f}); test {test}; "

@@ -17,6 +17,7 @@ def register(sub) -> None:
 def cmd_lineage(args) -> int:
     from mstar.run.views import lineage_tree, open_run, render_tree
     from mstar.run.store import RunFormatError
+    from sandbox.engine.terminal import terminal_safe
 
     try:
         view = open_run(args.run, args.runs_dir)
@@ -28,10 +29,11 @@ def cmd_lineage(args) -> int:
         print(json.dumps({"run": str(view.root), "status": view.status, "best_id": view.best_id,
                           "roots": [r.to_dict() for r in roots]}, indent=2))
         return 0
-    print(f"run {view.root}  task {view.config.get('task')}  status {view.status}  "
-          f"iterations {view.iterations_done}/{view.config.get('evolution', {}).get('iterations', '?')}")
+    print(terminal_safe(f"run {view.root}  task {view.config.get('task')}  status {view.status}  "
+                        f"iterations {view.iterations_done}/{view.config.get('evolution', {}).get('iterations', '?')}",
+                        newlines=False))
     if view.partial_line:
-        print(f"(note: {view.partial_line})")
-    for line in render_tree(roots):
-        print(line)
+        print(terminal_safe(f"(note: {view.partial_line})", newlines=False))
+    for line in render_tree(roots):  # commit titles and errors were written by the reflector and programs
+        print(terminal_safe(line, newlines=False))
     return 0

@@ -19,7 +19,7 @@ def register(sub) -> None:
 
 
 def cmd_resume(args) -> int:
-    from mstar.commands.evolve import print_done
+    from mstar.commands.evolve import exit_code, print_done
     from mstar.llm.router import LLMRouter
     from mstar.llm.types import LLMError
     from mstar.run.progress import ProgressPrinter
@@ -48,7 +48,7 @@ def cmd_resume(args) -> int:
             state.config = cfg = replace(cfg, llm=llm)
             store.write_config(cfg.to_dict())  # the folder says which budget the rest ran under
         if args.iterations is not None:
-            done = state.next_iteration - 1
+            done = max(state.done, default=0)
             if args.iterations < max(done, 1):
                 print(f"mstar: --iterations {args.iterations}: {done} iteration(s) are done already; "
                       "give that many or more", file=sys.stderr)
@@ -67,17 +67,14 @@ def cmd_resume(args) -> int:
         except LLMError as exc:
             print(f"mstar: {exc}", file=sys.stderr)
             return 2
-        done = state.next_iteration - 1
         print(f"run     {store.root} (resuming: {len(state.seeds_done)}/{len(cfg.seeds)} seeds and "
-              f"{done}/{cfg.evolution.iterations} iterations were done)")
+              f"{len(state.done)}/{cfg.evolution.iterations} iterations were done)")
         progress = ProgressPrinter(cfg.evolution.iterations, args.quiet,
                                    first_iteration=state.next_iteration, spend=prior_spend(store))
         summary = resume_run(store, state, task, router, progress=progress)
         router.close()
-        if getattr(summary, "stop_reason", None):
-            print(f"stopped {summary.stop_reason}; `mstar resume {store.root} --max-usd ...` goes on")
         print_done(summary, store.root)
-        return 0
+        return exit_code(summary)
     except RunFormatError as exc:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ def register(sub) -> None:
 def cmd_runs(args) -> int:
     from mstar.run.views import list_runs
     from mstar.run.progress import format_count
+    from sandbox.engine.terminal import terminal_safe
 
     rows = list_runs(args.runs_dir)
     if args.json:
@@ -26,12 +27,13 @@ def cmd_runs(args) -> int:
           f"{'calls':>7} {'tokens':>8} {'cost':>8}  best program")
     for r in rows:
         if r.status == "unreadable":
-            print(f"{r.name:<32} {'?':<12} {r.status:<10}  {r.problem}")
+            print(terminal_safe(f"{r.name:<32} {'?':<12} {r.status:<10}  {r.problem}", newlines=False))
             continue
         iters = f"{r.iterations_done}/{r.iterations_total if r.iterations_total is not None else '?'}"
         best = f"{r.best_static:.3f}" if r.best_static is not None else "-"
         test = f"{r.test_score:.3f}" if r.test_score is not None else "-"
         cost = f"${r.cost_usd:.2f}" if r.cost_usd else "-"  # the offline backend costs nothing
-        print(f"{r.name:<32} {str(r.task):<12} {r.status:<10} {iters:>7} {best:>6} {test:>6} "
-              f"{format_count(r.llm_calls):>7} {format_count(r.tokens):>8} {cost:>8}  {r.best_id or '-'}")
+        print(terminal_safe(f"{r.name:<32} {str(r.task):<12} {r.status:<10} {iters:>7} {best:>6} {test:>6} "
+                            f"{format_count(r.llm_calls):>7} {format_count(r.tokens):>8} {cost:>8}  {r.best_id or '-'}",
+                            newlines=False))
     return 0

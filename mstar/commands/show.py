@@ -1,12 +1,14 @@
 """`mstar show RUN PROGRAM`: one program's source, its diff against its parent, its per-case
 results and the reflector's commit message and attempts. PROGRAM is a program id, iter_NNN
-(also an iteration that added no child), an iteration number, or `best`."""
+(also an iteration that added no child), an iteration number, or `best`. Every line goes through
+`terminal_safe`: most of it was written by a program or a model."""
 from __future__ import annotations
 
 import json
 import sys
 
 from mstar.run.events import KIND_KEY, IterationEvent
+from sandbox.engine.terminal import terminal_safe
 
 
 def register(sub) -> None:
@@ -28,11 +30,11 @@ def cmd_show(args) -> int:
     except RunFormatError as exc:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(d, indent=2, ensure_ascii=False))
+    if args.json:  # ASCII: C1 and bidi control characters escaped too, not only C0
+        print(json.dumps(d, indent=2))
         return 0
     for line in render_detail(d, with_source=not args.no_source):
-        print(line)
+        print(terminal_safe(line, newlines=False))  # titles, bodies, cases, source: model-written
     return 0
 
 

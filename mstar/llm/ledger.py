@@ -131,6 +131,9 @@ class Ledger:
     def since(self, mark: int) -> dict:
         return summarize(self.snapshot(mark), self.cost_of)
 
+    def in_scope(self, scope: str) -> dict:
+        return summarize((r for r in self.snapshot() if r.scope == scope), self.cost_of)
+
     def totals(self) -> dict[str, dict]:
         by_role: dict[str, list[UsageRecord]] = {}
         for r in self.snapshot():

@@ -14,7 +14,7 @@ import time
 
 from mstar.config import RoleConfig
 from mstar.llm.retry import parse_retry_after
-from mstar.llm.types import (ChatResponse, EmptyCompletionError, LLMError, TransientLLMError,
+from mstar.llm.types import (ChatResponse, EmptyCompletionError, FatalLLMError, LLMError, TransientLLMError,
                              estimate_tokens, messages_text)
 
 
@@ -63,12 +63,13 @@ class OpenAIBackend:
         except oa.APIConnectionError as exc:
             raise TransientLLMError(f"{who}: connection failed ({exc})", kind="connection") from exc
         except (oa.AuthenticationError, oa.PermissionDeniedError) as exc:
-            raise LLMError(f"{who}: authentication failed -- check the key in ${self._cfg.api_key_env} "
-                           f"({_brief(exc)})") from exc
+            raise FatalLLMError(f"{who}: authentication failed -- check the key in ${self._cfg.api_key_env} "
+                                f"({_brief(exc)})") from exc
         except oa.NotFoundError as exc:
-            raise LLMError(f"{who}: not found -- check the model name and base URL ({_brief(exc)})") from exc
+            raise FatalLLMError(f"{who}: not found -- check the model name and base URL ({_brief(exc)})") from exc
         except (oa.BadRequestError, oa.UnprocessableEntityError) as exc:
-            raise LLMError(f"{who}: request rejected by the server ({_brief(exc)})") from exc
+            raise FatalLLMError(f"{who}: request rejected by the server -- check the model name and the "
+                                f"role's settings ({_brief(exc)})") from exc
         except oa.APIStatusError as exc:
             status = exc.status_code
             if status == 429 or status >= 500 or status in (408, 409):

@@ -19,6 +19,7 @@ from typing import Callable
 from mstar.config import ROLES, LLMConfig, RoleConfig
 from mstar.llm.cache import ResponseCache, request_key
 from mstar.llm.ledger import Ledger, call_kind
+from mstar.llm import scope as llm_scope
 from mstar.llm.prices import PriceTable
 from mstar.llm.budget import Budget
 from mstar.llm.retry import RetryPolicy, retry_delay
@@ -40,7 +41,7 @@ class RolePolicy:
     replays it exactly. "off": no cache.
     """
 
-    concurrency: int = 16
+    concurrency: int = 64
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     cache: str = "off"
 
@@ -99,8 +100,10 @@ class LLMRouter:
             self.ledger.on_record = on_usage
         self._sleep = sleep
         self._seen: dict[str, int] = {}          # replay mode: how often each request was asked
-        self._asked: list[str] = []              # ... and in which order (see replay_since)
+        self._asked: list[tuple[str | None, str]] = []   # ... in which order, and in which scope
         self._seen_lock = threading.Lock()
+        self._flight = {r: 0 for r in backends}  # calls waiting on each role's backend right now
+        self._flight_lock = threading.Lock()
 
     @classmethod
     def from_config(cls, cfg: LLMConfig, *, seed: int = 0, on_usage=None,
@@ -168,7 +171,7 @@ class LLMRouter:
         resp: ChatResponse | None = None
         for attempt in range(pol.retry.max_retries + 1):
             retry_after = None
-            with self._sems[role]:
+            with self._sems[role], self._flying(role):
                 try:
                     resp = backend.complete(messages)
                 except TransientLLMError as exc:
@@ -183,6 +186,12 @@ class LLMRouter:
                     errors.append(str(err))
                     self._record_failure(role, backend, kind, str(err), errors, t0)
                     raise err from exc
+            if resp is not None and resp.finish_reason == "length" and not allow_truncated \
+                    and not _at_token_limit(backend, resp):
+                # Cut short below the role's own limit: the server's fault, worth another try.
+                errors.append(f"role {role!r}: reply cut short (finish_reason=length after "
+                              f"{resp.completion_tokens} tokens, below the role's max_tokens)")
+                resp = None
             if resp is not None:
                 break
             if attempt < pol.retry.max_retries:
@@ -193,7 +202,7 @@ class LLMRouter:
             raise LLMError(msg)
         resp.latency_s = time.perf_counter() - t0
         if resp.finish_reason == "length" and not allow_truncated:
-            msg = (f"role {role!r}: the completion was truncated at the token limit "
+            msg = (f"role {role!r}: the completion was truncated at the role's token limit "
                    f"(finish_reason=length, {resp.completion_tokens} tokens); raise max_tokens for this role")
             self._record(role, resp, kind, errors, error=msg)
             raise TruncatedCompletionError(msg)
@@ -201,6 +210,25 @@ class LLMRouter:
             self.cache.put(key, resp, role=role)
         self._record(role, resp, kind, errors)
         return resp
+
+    # ------------------------------------------------------------ in flight
+    def _flying(self, role: str):
+        router = self
+
+        class _Flying:
+            def __enter__(self):
+                with router._flight_lock:
+                    router._flight[role] += 1
+
+            def __exit__(self, *exc):
+                with router._flight_lock:
+                    router._flight[role] -= 1
+        return _Flying()
+
+    def in_flight(self) -> dict[str, int]:
+        """Calls waiting on each role's backend at this moment (for the progress line)."""
+        with self._flight_lock:
+            return dict(self._flight)
 
     # ------------------------------------------------------------ replay counters, for resume
     def replay_mark(self) -> int:
@@ -214,7 +242,13 @@ class LLMRouter:
         n-th identical prompt still gets the n-th stored reply -- e.g. a compile-fix prompt (which
         does not name its iteration) that an earlier iteration asked too."""
         with self._seen_lock:
-            return list(self._asked[mark:])
+            return [key for _, key in self._asked[mark:]]
+
+    def replay_keys(self, scope: str) -> list[str]:
+        """The replay-mode request keys asked in `scope` (llm.scope), in order: what one
+        iteration asked even while other iterations asked theirs."""
+        with self._seen_lock:
+            return [key for s, key in self._asked if s == scope]
 
     def restore_replay(self, keys: list[str]) -> None:
         """Count `keys` as asked already (what completed iterations asked before a crash)."""
@@ -222,7 +256,7 @@ class LLMRouter:
             for key in keys:
                 if isinstance(key, str):
                     self._seen[key] = self._seen.get(key, 0) + 1
-                    self._asked.append(key)
+                    self._asked.append((None, key))
 
     def text(self, role: str, messages: list[dict]) -> str:
         return self.call(role, messages, allow_truncated=False).text
@@ -236,7 +270,7 @@ class LLMRouter:
             with self._seen_lock:
                 n = self._seen.get(key, 0)
                 self._seen[key] = n + 1
-                self._asked.append(key)
+                self._asked.append((llm_scope.current(), key))
             key = request_key(backend_identity(backend), messages, params, occurrence=n)
         return key
 
@@ -244,13 +278,13 @@ class LLMRouter:
         self.ledger.add(UsageRecord(
             role, resp.model, resp.backend, resp.prompt_tokens, resp.completion_tokens, round(resp.latency_s, 4),
             error=error, cached_tokens=resp.cached_tokens, cache_hit=resp.cache_hit, retries=len(errors),
-            attempt_errors=list(errors), kind=kind, finish_reason=resp.finish_reason))
+            attempt_errors=list(errors), kind=kind, finish_reason=resp.finish_reason, scope=llm_scope.current()))
 
     def _record_failure(self, role: str, backend: Backend, kind: str, message: str, errors: list[str],
                         t0: float) -> None:
         self.ledger.add(UsageRecord(
             role, backend.model, backend.name, 0, 0, round(time.perf_counter() - t0, 4), error=message,
-            retries=max(0, len(errors) - 1), attempt_errors=list(errors), kind=kind))
+            retries=max(0, len(errors) - 1), attempt_errors=list(errors), kind=kind, scope=llm_scope.current()))
 
     # ------------------------------------------------------------ the ledger, for the loop and the CLI
     @property
@@ -272,6 +306,10 @@ class LLMRouter:
     def since(self, mark: int) -> dict:
         return self.ledger.since(mark)
 
+    def spent_in(self, scope: str) -> dict:
+        """The ledger's sums over the calls stamped with `scope` (llm.scope)."""
+        return self.ledger.in_scope(scope)
+
     def report(self) -> dict:
         """The ledger's sums for summary.json, with the response cache's own counters."""
         out = self.ledger.report()
@@ -287,3 +325,11 @@ class LLMRouter:
     def close(self) -> None:
         if self.cache is not None:
             self.cache.close()
+
+
+def _at_token_limit(backend: Backend, resp: ChatResponse) -> bool:
+    """Did a finish_reason=length reply really reach the role's max_tokens? (Else the server cut
+    it short, which a retry may fix.)"""
+    params = backend.request_params() if hasattr(backend, "request_params") else {}
+    limit = params.get("max_tokens") or params.get("max_completion_tokens")
+    return limit is not None and resp.completion_tokens >= int(limit)

@@ -10,6 +10,12 @@ class LLMError(RuntimeError):
     """A call that failed (after its retries, when it had any); the message says why."""
 
 
+class FatalLLMError(LLMError):
+    """A failure no retry and no other prompt can fix: a bad key, no permission, an unknown model
+    or base URL, a request the server rejects as malformed. The run stops at once, before any
+    further spend, with the message (which names the role, model, base URL and what to fix)."""
+
+
 class TransientLLMError(LLMError):
     """A failure worth retrying: rate limit, server error, timeout, dropped connection,
     a reply that was not valid JSON. `retry_after` is the server's own hint, in seconds."""
@@ -20,8 +26,11 @@ class TransientLLMError(LLMError):
         self.kind = kind
 
 
-class EmptyCompletionError(LLMError):
-    """The server answered, but with no text. Not retried: the caller decides."""
+class EmptyCompletionError(TransientLLMError):
+    """The server answered, but with no text: retried like other transient faults."""
+
+    def __init__(self, message: str):
+        super().__init__(message, kind="empty")
 
 
 class TruncatedCompletionError(LLMError):
@@ -69,6 +78,7 @@ class UsageRecord:
     kind: str | None = None          # extract_knowledge_item, formulate_query, answer, reflect, ...
     finish_reason: str | None = None
     at: float = field(default_factory=time.time)
+    scope: str | None = None         # what the call was made for: "seed_x", "iter_003", "test" (llm.scope)
 
     @property
     def billed_tokens(self) -> int:

@@ -10,6 +10,7 @@ import sys
 from typing import TextIO
 
 from mstar.run import events as ev_types
+from sandbox.engine.terminal import terminal_safe
 
 
 def format_count(n: float) -> str:
@@ -95,4 +96,5 @@ class ProgressPrinter:
             self._say(f"stop  after iteration {ev.iteration}: {ev.reason}  spend {self.spend_text()}")
 
     def _say(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        # Titles and error messages were written by the reflector or a program: escapes made visible.
+        print(terminal_safe(text, newlines=False), file=self.out, flush=True)

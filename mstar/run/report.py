@@ -19,6 +19,7 @@ from mstar.run.views import LineageNode, RunView, lineage_tree, unified_diff
 from mstar.run.progress import format_count
 from mstar.run.plots import categories_svg, spend_svg, svg_ids_unique, trajectory_svg
 from mstar.run.spend import total
+from sandbox.engine.terminal import terminal_safe
 
 SECTIONS = ("summary", "trajectory", "lineage", "categories", "spend", "diffs")
 
@@ -47,7 +48,9 @@ pre .add{color:#1b5e20;background:#e8f5e9}pre .del{color:#b71c1c;background:#ffe
 
 
 def _e(text) -> str:
-    return html.escape(str(text if text is not None else ""))
+    """HTML-escaped, with control characters shown (`terminal_safe`): titles, bodies, errors and
+    sources were written by models and programs, and the page may end up in a terminal too."""
+    return html.escape(terminal_safe("" if text is None else text))
 
 
 def _score(x) -> str:
@@ -69,7 +72,7 @@ def _summary(view: RunView, nodes: list[LineageNode]) -> str:
     evo = view.config.get("evolution", {})
     best = next((n for n in nodes if n.best), None)
     seeds = [n for n in nodes if n.status == "seed" and n.static_score is not None]
-    rows = [("run", f"{view.root.name} <span class='muted'>({_e(view.root)})</span>"),
+    rows = [("run", f"{_e(view.root.name)} <span class='muted'>({_e(view.root)})</span>"),
             ("status", _e(view.status)),
             ("task", _e(view.config.get("task")) + (f" ({_e(view.config['data'])})" if view.config.get("data") else "")),
             ("iterations", f"{view.iterations_done} of {_e(evo.get('iterations', '?'))} "

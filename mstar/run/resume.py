@@ -10,10 +10,11 @@ appended line. So the run folder alone says where to continue:
 - the split       = split.json (checked against the task, which must not have changed);
 - replay counters = the reflector's cache replays the n-th identical prompt's n-th reply; each
                     iteration event lists the prompts it asked, so the counts are restored;
-- the counter     = the first iteration without an event. An iteration that was cut off, even
+- what is left    = every iteration without an event. An iteration that was cut off, even
                     after its child was evaluated, is done again from the start; its random
                     draws depend only on (seed, iteration) (loop.iteration_rng), so it makes
-                    the same choices.
+                    the same choices. (With several iterations in flight, `--parallel`, a kill
+                    can leave a gap: iteration 5 done, 4 not. The gap is done first.)
 
 With a deterministic backend (the offline one) the resumed run ends with the same lineage,
 timings aside, as a run that was never interrupted. A partial last line in lineage.jsonl or
@@ -43,6 +44,11 @@ class RunState:
     next_iteration: int                 # the first iteration without an event
     seeds_done: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    done: set = field(default_factory=set)   # iterations with an event
+
+    def todo(self, total: int) -> list[int]:
+        """The iterations still to do, in order, out of `total`."""
+        return [i for i in range(1, total + 1) if i not in self.done]
 
 
 def load_state(store: RunStore) -> RunState:
@@ -59,7 +65,7 @@ def load_state(store: RunStore) -> RunState:
         raise RunFormatError(f"{store.root / 'config.json'}: not a configuration this mstar reads ({exc})") from None
     lines, partial = store.read_jsonl_tolerant("lineage.jsonl")
     warnings = [partial] if partial else []
-    events, seeds, iterations, finished = [], [], 0, False
+    events, seeds, done, finished = [], [], set(), False
     for n, line in enumerate(lines, 1):
         where = f"{store.root / 'lineage.jsonl'}: event {n}"
         try:
@@ -71,18 +77,19 @@ def load_state(store: RunStore) -> RunState:
         if finished:
             raise RunFormatError(f"{where} comes after the final test event; the file is damaged")
         if isinstance(ev, ev_types.SeedEvent):
-            if iterations:
-                raise RunFormatError(f"{where}: a seed evaluation after iteration {iterations}; the file is damaged")
+            if done:
+                raise RunFormatError(f"{where}: a seed evaluation after iteration events; the file is damaged")
             seeds.append(ev.program_id)
         elif isinstance(ev, ev_types.IterationEvent):
-            if ev.iteration != iterations + 1:
-                raise RunFormatError(f"{where}: iteration {ev.iteration} follows iteration {iterations}; "
-                                     "the file is damaged")
-            iterations = ev.iteration
+            if ev.iteration in done or ev.iteration < 1:
+                raise RunFormatError(f"{where}: iteration {ev.iteration} is recorded twice or is not a valid "
+                                     "number; the file is damaged")
+            done.add(ev.iteration)
         elif isinstance(ev, ev_types.TestEvent):
             finished = True
         events.append(ev)
-    return RunState(cfg, events, finished, iterations + 1, seeds, warnings)
+    nxt = next(i for i in range(1, len(done) + 2) if i not in done)
+    return RunState(cfg, events, finished, nxt, seeds, warnings, done)
 
 
 def load_split(store: RunStore, task: Task) -> Split | None:
@@ -147,8 +154,8 @@ def resume_run(store: RunStore, state: RunState, task: Task, router, *, progress
     store.append_jsonl("resumes.jsonl", {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pid": os.getpid(),
         "seeds_done": len(state.seeds_done), "next_iteration": state.next_iteration,
-        "warnings": state.warnings})
-    return evo.run(first_iteration=state.next_iteration)
+        "iterations_done": len(state.done), "warnings": state.warnings})
+    return evo.run(todo=state.todo(state.config.evolution.iterations))
 
 
 def prior_spend(store: RunStore) -> dict:

@@ -16,6 +16,7 @@ from pathlib import Path
 from mstar.run import events as ev_types
 from mstar.run.spend import RoleSpend, spend_by_role, total
 from mstar.run.store import FORMAT_VERSION, RunFormatError, RunStore, find_run
+from sandbox.engine.terminal import terminal_safe
 
 
 @dataclass
@@ -110,7 +111,7 @@ def render_tree(roots: list[LineageNode]) -> list[str]:
         text = f"{head}  {n.title}"
         if n.status in ("failed", "duplicate") and n.error:
             text += f"  -- {n.error[:100]}"
-        return text
+        return terminal_safe(text, newlines=False, tabs=False)  # titles and errors: model- and program-written
 
     def walk(n: LineageNode, prefix: str, last: bool, root: bool) -> None:
         lines.append(one(n) if root else f"{prefix}{'└── ' if last else '├── '}{one(n)}")

@@ -185,8 +185,8 @@ def _check_dataclass_fields(cls: ast.ClassDef) -> list[Violation]:
         if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name):
             continue
         name = f"{cls.name}.{stmt.target.id}"
-        is_field, metadata, init_false = (_field_call_metadata(stmt.value)
-                                          if stmt.value is not None else (False, None, False))
+        _, _, init_false = (_field_call_metadata(stmt.value)
+                            if stmt.value is not None else (False, None, False))
         if init_false:
             continue  # not filled by the task agent, so neither typed nor described for it
         if stmt.target.id.startswith("_"):
@@ -196,18 +196,9 @@ def _check_dataclass_fields(cls: ast.ClassDef) -> list[Violation]:
             out.append(Violation(
                 "field_type", f"{name}: type {_annotation_text(stmt.annotation)} is not "
                 f"JSON-compatible; {_TYPES_HINT}", stmt.lineno))
-        described = True
-        if not is_field or metadata is None:
-            described = False
-        elif isinstance(metadata, ast.Dict):
-            keys = [k.value for k in metadata.keys if isinstance(k, ast.Constant)]
-            described = "description" in keys
-        # metadata given as a variable: only the runtime check can tell.
-        if not described:
-            out.append(Violation(
-                "missing_description",
-                f'{name}: no description; write field(default=..., metadata={{"description": '
-                f'"..."}})', stmt.lineno))
+        # A field without metadata={"description": ...} is accepted, as the paper's engine does
+        # (the description is shown to the task model when present); the engine warns about it
+        # (sandbox.engine.received), so the reflector still hears that one is missing.
     return out
 
 
@@ -297,12 +288,16 @@ _SAFE_FACTORIES = (list, dict, str, int, float, bool, tuple)
 
 
 def _json_default(value: Any) -> tuple[Any, int]:
-    """(value if it is plain JSON else None, size of its JSON text)."""
+    """(a plain JSON copy of value, or None if it is not JSON; size of its JSON text).
+
+    The copy is decoded from the very text that was measured: a program's dict subclass may
+    serialise small once and large the next time (its `items` is program code), so the object
+    itself must never be sent on after measuring it (issue 16; the engine re-measures too)."""
     try:
         text = json.dumps(value)
+        return json.loads(text), len(text)
     except (TypeError, ValueError, RecursionError):
         return None, 0
-    return value, len(text)
 
 
 class ContractError(ValueError):
@@ -341,13 +336,14 @@ def inspect_dataclass(cls: type) -> tuple[list[FieldSpec], list[Violation]]:
             violations.append(Violation("field_type", f"{where}: type {shown} is not "
                                         f"JSON-compatible; {_TYPES_HINT}"))
         description = f.metadata.get("description") if f.metadata else None
-        if isinstance(description, str):
+        if description is None:
+            description = ""  # optional, as in the paper's engine; the engine warns about it
+        elif isinstance(description, str):
             description = str.__str__(description)  # the characters, not a subclass's methods
-        if not isinstance(description, str) or not description.strip():
+        else:
             violations.append(Violation(
-                "missing_description",
-                f'{where}: no description; write field(default=..., metadata={{"description": '
-                f'"..."}})'))
+                "description_not_str", f'{where}: the description is a {type(description).__name__}; '
+                'write field(default=..., metadata={"description": "..."}) with a str'))
             description = ""
         if f.name.startswith("_"):
             violations.append(Violation("field_name", f"{where}: field names must not start "

@@ -14,13 +14,16 @@ print lines, each prefixed with its window ("[load]", "[write#0]", "[read#1]"); 
 the toolkit LLM calls the engine served, each with its `window`, `messages` and `reply` or
 `error`; `llm_refused` -- per window, calls the engine refused as over the budget (calls during
 import/__init__ are always refused); `layers` -- the isolation layers that were active;
-`seconds`.
+`warnings` -- what the engine noticed but accepted (a field without a description, a missing
+isolation layer); `seconds`. Text a program wrote is printed with its control and escape sequences made visible
+(sandbox.engine.terminal); the JSON is ASCII, every such character escaped.
 
 Exit status: 0 every gate passed; 1 a gate failed; 2 bad usage or an unreadable file.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Callable
@@ -28,6 +31,7 @@ from typing import Callable
 from sandbox.contract import DEFAULT_ALLOWED_IMPORTS
 from sandbox.engine.gates import GateReport, run_gates
 from sandbox.engine.session import SandboxLimits
+from sandbox.engine.terminal import terminal_safe
 
 
 LLMFn = Callable[[list[dict]], str]
@@ -38,19 +42,36 @@ def echo_llm(messages: list[dict]) -> str:
     return "\n".join(str(m.get("content", "")) for m in messages)[-500:]
 
 
+def _line(text: object) -> str:
+    """One line of program- or worker-written text: escapes shown, newlines too."""
+    return terminal_safe(text, newlines=False)
+
+
+def _block(text: object, indent: str = "  ") -> str:
+    """Several lines of program-written text, indented: no line of it can pose as the checker's own."""
+    return "\n".join(indent + line for line in terminal_safe(text).split("\n"))
+
+
 def render_text(report: GateReport, llm_name: str) -> str:
-    lines = [f"ok: {report.ok}", f"stage: {report.stage}", f"error: {report.error or '-'}",
-             f"seconds: {report.seconds}", f"layers: {', '.join(report.layers) or '-'}",
-             f"toolkit llm: {llm_name}", "", f"read_outputs ({len(report.read_outputs)}):"]
+    """The report for a terminal. Everything a program or the worker wrote goes through
+    `terminal_safe` (sandbox.engine.terminal): a program cannot move the cursor, retitle the
+    window or fake the verdict lines above its own output."""
+    error = _block(report.error, "    ").lstrip() if report.error else "-"
+    lines = [f"ok: {report.ok}", f"stage: {_line(report.stage)}", f"error: {error}",
+             f"seconds: {report.seconds}", f"layers: {_line(', '.join(report.layers)) or '-'}",
+             f"toolkit llm: {llm_name}"]
+    if report.warnings:
+        lines += ["", f"warnings ({len(report.warnings)}):", *(f"- {_line(w)}" for w in report.warnings)]
+    lines += ["", f"read_outputs ({len(report.read_outputs)}):"]
     for i, out in enumerate(report.read_outputs):
         lines.append(f"--- read#{i} ({len(out)} chars)")
-        lines.append(out)
-    lines += ["", f"logs ({len(report.logs)}):", *report.logs, "",
+        lines.append(_block(out))
+    lines += ["", f"logs ({len(report.logs)}):", *map(_line, report.logs), "",
               f"llm_calls ({len(report.llm_calls)}):"]
     for call in report.llm_calls:
         size = sum(len(m.get("content") or "") for m in call["messages"])
         outcome = f"error: {call['error']}" if "error" in call else f"reply: {call.get('reply', '')!r}"
-        lines.append(f"- {call['window']}: {len(call['messages'])} message(s), {size} chars; {outcome}")
+        lines.append(f"- {call['window']}: {len(call['messages'])} message(s), {size} chars; {_line(outcome)}")
     for refused in report.llm_refused:
         lines.append(f"- {refused['window']}: {refused['count']} more call(s) refused (over the per-op budget)")
     return "\n".join(lines)
@@ -78,7 +99,8 @@ def main(argv: list[str] | None = None, *, llm: LLMFn | None = None, llm_name: s
     report = run_gates(source, allowed_imports=allowed, limits=SandboxLimits(call_timeout_s=args.timeout),
                        llm=llm)
     try:
-        print(report.to_json(indent=2) if args.json else render_text(report, llm_name))
+        # JSON as ASCII: json.dumps escapes C0 controls but would print C1 and bidi controls raw.
+        print(json.dumps(report.to_dict(), indent=2) if args.json else render_text(report, llm_name))
         sys.stdout.flush()
     except BrokenPipeError:  # e.g. piped into `head`: the verdict is still the exit status
         sys.stdout = None  # nothing more can be written; keep the interpreter from retrying

@@ -9,7 +9,8 @@
 `run_gates` returns a `GateReport` whatever happens (it never raises for a bad program):
 `ok`, the failing `stage`, an `error` text the reflector can act on, the full `verdict`,
 what the reads returned, logs and toolkit LLM calls labelled by window ("write#0", "read#1"),
-and per window how many calls the engine refused as over budget (`llm_refused`).
+per window how many calls the engine refused as over budget (`llm_refused`), and the load's
+`warnings` (e.g. "contract: KnowledgeItem.text has no description ...").
 """
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ class GateReport:
     llm_calls: list[dict] = field(default_factory=list)   # window, messages (previews), reply|error
     llm_refused: list[dict] = field(default_factory=list)  # window, count: calls the engine refused
     layers: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)     # accepted, but worth a look (LoadInfo.warnings)
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
@@ -165,6 +167,7 @@ def run_gates(source: str, *, allowed_imports: Sequence[str], limits: SandboxLim
     try:
         info = session.start()
         report.layers = list(info.layers)
+        report.warnings = list(info.warnings)
         add_logs("load", info.logs)
         for i in range(writes):
             snippet = MOCK_CORPUS[i % len(MOCK_CORPUS)]

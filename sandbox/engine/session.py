@@ -26,12 +26,15 @@ import weakref
 from typing import Any, Callable, Sequence
 
 from sandbox.contract import DEFAULT_ALLOWED_IMPORTS
+from sandbox.engine.channel import GONE, TIMEOUT, EngineChannel
 from sandbox.engine.forkserver import ForkServerLauncher
 from sandbox.engine.launch import Launcher, SubprocessLauncher, WorkerProcess, exit_text, spawn
 from sandbox.engine.launchers import default_launcher, set_default_launcher
-from sandbox.protocol import (FrameBuffer, FrameError, LoadInfo, OpResult, SandboxError, SandboxLimits,
-                              Verdict, encode_frame, send_frame_until)
-from sandbox.worker.toolkit import check_messages
+from sandbox.engine.layers import ENGINE_LAYERS, log_layer_warnings
+from sandbox.engine.llm_proxy import serve_llm_request
+from sandbox.engine.received import check_load_reply, check_logs, check_str_list
+from sandbox.protocol import (FrameError, LoadInfo, OpResult, SandboxError, SandboxLimits, Verdict,
+                              encode_frame)
 
 __all__ = ["DEFAULT_ALLOWED_IMPORTS", "ForkServerLauncher", "LLMFn", "Launcher", "LoadInfo", "OpResult",
            "ProgramSession", "SandboxError", "SandboxLimits", "SubprocessLauncher", "Verdict",
@@ -40,19 +43,18 @@ __all__ = ["DEFAULT_ALLOWED_IMPORTS", "ForkServerLauncher", "LLMFn", "Launcher",
 LLMFn = Callable[[list[dict]], str]
 log = logging.getLogger(__name__)
 STARTUP_TIMEOUT_S = 60.0  # interpreter (or fork server) + chromadb warm-up; not program code
-LLM_PROMPT_MAX_CHARS = 200_000
-LLM_REPLY_MAX_CHARS = 1_000_000
 KEEPER_GRACE_S = 2.0
 OUTPUT_TAIL_CHARS = 64_000  # worker stdout/stderr kept for diagnostics, never parsed
 _LOAD_STAGES = ("static", "compile", "import", "init")
-# Layers the engine side itself provides, whatever the worker reports.
-_ENGINE_LAYERS = ["worker_process", "clean_env", "process_group_kill", "parent_deadline",
-                  "llm_budget_in_parent", "frame_pipe"]
 
 
 class ProgramSession:
-    """One memory program loaded in its own worker. Not thread-safe for concurrent ops on one
-    session (ops are serialised); many sessions may run in parallel."""
+    """One memory program loaded in its own worker; many sessions may run in parallel.
+
+    Threads may call `read` at the same time: up to `limits.parallel_reads` reads are in flight in
+    the worker at once, each with its own deadline and LLM budget (sandbox.engine.channel routes
+    the frames). `start` and `write` are not meant to overlap other ops: the caller orders them
+    (mstar's evaluator writes every episode before the first read)."""
 
     def __init__(self, source: str, *, allowed_imports: Sequence[str] = DEFAULT_ALLOWED_IMPORTS,
                  limits: SandboxLimits = SandboxLimits(), llm: LLMFn | None = None,
@@ -64,11 +66,15 @@ class ProgramSession:
         self.launcher = launcher or default_launcher()
         self._worker: WorkerProcess | None = None
         self._finalizer: weakref.finalize | None = None
-        self._frames = FrameBuffer()
-        self._queue: list[dict[str, Any]] = []
+        self._channel: EngineChannel | None = None
         self._tail = ""
         self._dead_reason = ""
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()                 # start() runs once
+        self._ids = iter(range(1, 1 << 62))           # op ids; the start-up frame is op 0
+        self._ids_lock = threading.Lock()
+        self._read_slots = threading.BoundedSemaphore(limits.parallel_reads)
+        self._died_lock = threading.Lock()
+        self._died: Verdict | None = None             # why the worker died (shared by every waiter)
         self._started = False
         self.info: LoadInfo | None = None
 
@@ -107,16 +113,18 @@ class ProgramSession:
                                           "allowed_imports": self.allowed_imports}, "import", budget=0)
             if not reply.get("ok"):
                 self._fail(self._error_verdict(reply, "import", _LOAD_STAGES), self._logs(reply), kill=True)
+            try:
+                checked = check_load_reply(reply)   # the worker is not trusted: measured again here
+            except SandboxError as exc:
+                self._fail(exc.verdict, self._logs(reply), kill=True)
+            layer_warnings = list(dict.fromkeys(check_str_list(ready.get("warnings"))
+                                                + check_str_list(reply.get("warnings"))))
             self.info = LoadInfo(
-                knowledge_item_schema=_list_of_dicts(reply.get("knowledge_item_schema")),
-                query_schema=_list_of_dicts(reply.get("query_schema")),
-                constants={k: v for k, v in (reply.get("constants") or {}).items()
-                           if isinstance(k, str) and isinstance(v, str)},
-                layers=[*_ENGINE_LAYERS, *_str_list(reply.get("layers"))],
-                warnings=_str_list(ready.get("warnings") or []) + _str_list(reply.get("warnings") or []),
+                knowledge_item_schema=checked.knowledge_item_schema, query_schema=checked.query_schema,
+                constants=checked.constants, layers=[*ENGINE_LAYERS, *check_str_list(reply.get("layers"))],
+                warnings=layer_warnings + checked.warnings,
                 logs=self._logs(reply), ready_s=ready_s, load_s=time.monotonic() - t0 - ready_s)
-            self.info.warnings = list(dict.fromkeys(self.info.warnings))
-            _log_layer_warnings(self.info.warnings)
+            log_layer_warnings(layer_warnings)  # not the "contract:" notes: they are not missing layers
             return self.info
 
     def write(self, item: dict, raw_text: str) -> OpResult:
@@ -140,9 +148,11 @@ class ProgramSession:
 
     def close(self) -> None:
         """Kill the worker's process group and remove its scratch dir. Idempotent."""
+        self._dead_reason = self._dead_reason or "session closed"
+        if self._channel is not None:
+            self._channel.shutdown(self._dead_reason)
         if self._finalizer is not None:
             self._finalizer()
-        self._dead_reason = self._dead_reason or "session closed"
 
     def __enter__(self) -> "ProgramSession":
         return self
@@ -167,35 +177,49 @@ class ProgramSession:
         self._worker = spawn(self.launcher, self.limits)
         # Kills the worker even if the engine drops the session without close() (or exits).
         self._finalizer = weakref.finalize(self, self._worker.end)
+        self._channel = EngineChannel(self._worker.frames_in, self._worker.frames_out, self._worker.output,
+                                      self._keep_output)
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        ready = self._next_frame(deadline, "import", waiting_for="worker start-up")
+        self._channel.open(0)
+        ready = self._next_frame(0, deadline, "import", waiting_for="worker start-up")
+        self._channel.close_op(0)
         if ready.get("op") != "ready":
             self._fail(Verdict(False, "import", "protocol", "bad frame", f"expected 'ready', got {ready.get('op')!r}"), kill=True)
         return ready
 
     def _op(self, request: dict[str, Any], stage: str) -> OpResult:
-        with self._lock:
-            if self._worker is None or self._dead_reason:
-                reason = self._dead_reason or "start() was not called"
-                raise SandboxError(Verdict(False, stage, "runtime", "worker not running", reason))
-            try:  # a caller's bad argument must not cost the worker
-                encode_frame(request)
-            except FrameError as exc:
-                raise ValueError(f"{stage}() arguments are too large to send: {exc}") from None
-            except (TypeError, ValueError) as exc:
-                raise TypeError(f"{stage}() arguments must be JSON-serialisable: {exc}") from None
-            t0 = time.monotonic()
+        if self._worker is None or self._dead_reason:
+            reason = self._dead_reason or "start() was not called"
+            raise SandboxError(Verdict(False, stage, "runtime", "worker not running", reason))
+        try:  # a caller's bad argument must not cost the worker
+            encode_frame(request)
+        except FrameError as exc:
+            raise ValueError(f"{stage}() arguments are too large to send: {exc}") from None
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{stage}() arguments must be JSON-serialisable: {exc}") from None
+        t0 = time.monotonic()
+        slots = self._read_slots if stage == "read" else None
+        if slots is not None:
+            slots.acquire()
+        try:
             reply, calls, refused = self._exchange(request, stage, budget=self.limits.llm_calls_per_op)
-            logs = self._logs(reply)
-            if not reply.get("ok"):
-                self._fail(self._error_verdict(reply, stage, (stage,)), logs)
-            output = reply.get("output") if stage == "read" else None  # read() re-checks it
-            return OpResult(output=output, logs=logs, llm_calls=calls, seconds=time.monotonic() - t0, llm_refused=refused)
+        finally:
+            if slots is not None:
+                slots.release()
+        logs = self._logs(reply)
+        if not reply.get("ok"):
+            self._fail(self._error_verdict(reply, stage, (stage,)), logs)
+        output = reply.get("output") if stage == "read" else None  # read() re-checks it
+        return OpResult(output=output, logs=logs, llm_calls=calls, seconds=time.monotonic() - t0, llm_refused=refused)
 
     def _exchange(self, request: dict[str, Any], stage: str, budget: int) -> tuple[dict[str, Any], int, int]:
         """Send one op and serve the worker's LLM requests until its result frame arrives."""
+        with self._ids_lock:
+            op_id = next(self._ids)
+        assert self._channel is not None
+        self._channel.open(op_id)
         try:
-            return self._exchange_frames(request, stage, budget)
+            return self._exchange_frames({**request, "id": op_id}, op_id, stage, budget)
         except SandboxError:
             raise
         except BaseException:
@@ -203,15 +227,16 @@ class ProgramSession:
             # with us; it cannot be trusted with another op.
             self._kill()
             raise
+        finally:
+            self._channel.close_op(op_id)
 
-    def _exchange_frames(self, request: dict[str, Any], stage: str, budget: int) -> tuple[dict[str, Any], int, int]:
+    def _exchange_frames(self, request: dict[str, Any], op_id: int, stage: str,
+                         budget: int) -> tuple[dict[str, Any], int, int]:
         deadline = time.monotonic() + self.limits.call_timeout_s
-        if self._queue:  # a frame nobody asked for: the worker is out of step
-            self._fail(Verdict(False, stage, "protocol", "bad frame", "unsolicited frame from the worker"), kill=True)
         self._send(request, deadline, stage)
         served = refused = asked = 0
         while True:
-            frame = self._next_frame(deadline, stage)
+            frame = self._next_frame(op_id, deadline, stage)
             op = frame.get("op")
             if op == "result":
                 if time.monotonic() > deadline:  # in by a hair is still late: the limit is strict
@@ -222,77 +247,44 @@ class ProgramSession:
             elif op == "llm":
                 asked += 1
                 started = time.monotonic()
-                reply = self._serve_llm(frame.get("messages"), asked, budget, stage)
+                where = "during import/__init__" if stage in _LOAD_STAGES else f"per {stage}()"
+                reply = serve_llm_request(self.llm, frame.get("messages"), asked, budget, where)
                 served += reply["ok"]
                 refused += reply.get("kind") == "budget"
                 deadline += time.monotonic() - started  # the provider's time is not the program's
-                self._send(reply, deadline, stage)
+                self._send({**reply, "id": op_id}, deadline, stage)
             else:
                 self._fail(Verdict(False, stage, "protocol", "bad frame", f"unexpected frame op {op!r}"), kill=True)
 
-    def _serve_llm(self, messages: Any, number: int, budget: int, stage: str) -> dict[str, Any]:
-        if number > budget:
-            where = "during import/__init__" if stage in _LOAD_STAGES else f"per {stage}()"
-            return {"op": "llm_reply", "ok": False, "kind": "budget",
-                    "error": f"toolkit LLM budget exhausted: {budget} call(s) allowed {where}; this was call {number}"}
-        try:
-            checked = check_messages(messages)
-        except TypeError as exc:
-            return {"op": "llm_reply", "ok": False, "kind": "error", "error": str(exc)}
-        size = sum(len(m["content"]) for m in checked)
-        if size > LLM_PROMPT_MAX_CHARS:
-            return {"op": "llm_reply", "ok": False, "kind": "error",
-                    "error": f"prompt of {size} characters exceeds the {LLM_PROMPT_MAX_CHARS}-character cap"}
-        if self.llm is None:
-            return {"op": "llm_reply", "ok": False, "kind": "error", "error": "no toolkit LLM is configured"}
-        try:
-            text = self.llm(checked)
-        except Exception as exc:  # noqa: BLE001 -- the provider's failure becomes the program's exception
-            return {"op": "llm_reply", "ok": False, "kind": "error", "error": f"{type(exc).__name__}: {exc}"[:2000]}
-        if not isinstance(text, str):
-            return {"op": "llm_reply", "ok": False, "kind": "error", "error": f"toolkit LLM returned {type(text).__name__}"}
-        return {"op": "llm_reply", "ok": True, "text": text[:LLM_REPLY_MAX_CHARS]}
-
     def _send(self, message: dict[str, Any], deadline: float, stage: str) -> None:
-        assert self._worker is not None
+        assert self._channel is not None
         try:
-            sent = send_frame_until(self._worker.frames_out, message, deadline)
-        except BrokenPipeError:
-            self._worker_died(stage)
+            sent = self._channel.send(message, deadline)
+        except (BrokenPipeError, OSError) as exc:
+            if isinstance(exc, BrokenPipeError) or not self._channel.closed:
+                self._worker_died(stage)
+            self._gone(stage)
         except FrameError as exc:
             self._fail(Verdict(False, stage, "protocol", "frame too large", str(exc)))
         if not sent:
             self._timeout(stage)
 
-    def _next_frame(self, deadline: float, stage: str, waiting_for: str = "") -> dict[str, Any]:
-        """Next frame from the worker; drains its output meanwhile; enforces the deadline."""
-        worker = self._worker
-        assert worker is not None
-        poller = select.poll()
-        poller.register(worker.frames_in, select.POLLIN)
-        output_open = True
-        poller.register(worker.output, select.POLLIN)
-        while not self._queue:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._timeout(stage, waiting_for)
-            for fd, _ in poller.poll(max(1, int(remaining * 1000))):
-                if fd == worker.output and output_open:
-                    if not self._drain_output():
-                        poller.unregister(worker.output)
-                        output_open = False
-                elif fd == worker.frames_in:
-                    try:
-                        data = os.read(worker.frames_in, 1 << 20)
-                    except BlockingIOError:
-                        continue
-                    if not data:
-                        self._worker_died(stage)
-                    try:
-                        self._queue.extend(self._frames.feed(data))
-                    except FrameError as exc:
-                        self._fail(Verdict(False, stage, "protocol", "bad frame", str(exc)), kill=True)
-        return self._queue.pop(0)
+    def _next_frame(self, op_id: int, deadline: float, stage: str, waiting_for: str = "") -> dict[str, Any]:
+        """The next frame of this op; enforces its deadline; drains the worker's output meanwhile."""
+        assert self._channel is not None
+        frame = self._channel.next_frame(op_id, deadline)
+        if frame == TIMEOUT:
+            self._timeout(stage, waiting_for)
+        if frame == GONE:
+            if self._channel.eof and not self._channel.closed:
+                self._worker_died(stage)
+            if self._channel.closed.startswith("bad frame"):
+                self._fail(Verdict(False, stage, "protocol", "bad frame", self._channel.closed[11:]), kill=True)
+            self._gone(stage)
+        return frame
+
+    def _keep_output(self, data: bytes) -> None:
+        self._tail = (self._tail + data.decode("utf-8", "replace"))[-OUTPUT_TAIL_CHARS:]
 
     def _drain_output(self) -> bool:
         """Read what the worker printed; False at EOF."""
@@ -306,7 +298,16 @@ class ProgramSession:
                 return False
             if not data:
                 return False
-            self._tail = (self._tail + data.decode("utf-8", "replace"))[-OUTPUT_TAIL_CHARS:]
+            self._keep_output(data)
+
+    def _gone(self, stage: str) -> None:
+        """This op's worker ended while it waited (another op timed out or crashed it)."""
+        verdict = self._died
+        if verdict is None:
+            reason = self._dead_reason or (self._channel.closed if self._channel else "") or "worker killed"
+            verdict = Verdict(False, stage, "runtime", "worker not running",
+                              f"the worker ended while this {stage}() was running: {reason}")
+        raise SandboxError(Verdict(False, stage, verdict.gate, verdict.rule, verdict.message, verdict.line))
 
     def _timeout(self, stage: str, waiting_for: str = "") -> None:
         limit = STARTUP_TIMEOUT_S if waiting_for else self.limits.call_timeout_s
@@ -315,8 +316,15 @@ class ProgramSession:
                            f"{what} exceeded the {limit:g}-second wall-clock limit; the worker was killed"), kill=True)
 
     def _worker_died(self, stage: str) -> None:
+        with self._died_lock:
+            if self._died is None:
+                self._died = self._collect_death(stage)
+        self._fail(Verdict(False, stage, self._died.gate, self._died.rule, self._died.message))
+
+    def _collect_death(self, stage: str) -> Verdict:
         worker = self._worker
-        assert worker is not None
+        assert worker is not None and self._channel is not None
+        self._channel.shutdown("worker died")
         # The pipe closed because the worker died. Its keeper (sandbox.jail.pidns) then ends the same
         # way within milliseconds; a group kill now would overwrite that status with SIGKILL.
         try:
@@ -335,20 +343,24 @@ class ProgramSession:
         if status == -signal.SIGXCPU:  # RLIMIT_CPU soft limit (limits.set_rlimits)
             rule, gate = "cpu limit", "limits"
         message = f"worker {exit_text(status)} before sending a result"
-        self._fail(Verdict(False, stage, gate, rule, message + (f"; its last output:\n{tail}" if tail else "")))
+        return Verdict(False, stage, gate, rule, message + (f"; its last output:\n{tail}" if tail else ""))
 
     def _kill(self) -> int | None:
         if self._finalizer is None or not self._finalizer.alive:
             return None
+        if self._channel is not None:  # no thread may be reading when the descriptors close
+            self._channel.shutdown(self._dead_reason or "worker killed")
         status = self._finalizer()  # kill the group, reap, close pipes, remove the scratch dir
         self._dead_reason = self._dead_reason or "worker killed"
         return status
 
     def _fail(self, verdict: Verdict, logs: list[str] | None = None, kill: bool = False) -> None:
+        reason = f"{verdict.stage}: {verdict.rule}: {verdict.message}"[:500]
         if kill:
+            self._dead_reason = self._dead_reason or reason  # what other waiting ops will be told
             self._kill()
         if self._worker is not None and not (self._finalizer and self._finalizer.alive):
-            self._dead_reason = f"{verdict.stage}: {verdict.rule}: {verdict.message}"[:500]
+            self._dead_reason = self._dead_reason or reason
         raise SandboxError(verdict, logs)
 
     def _error_verdict(self, reply: dict[str, Any], stage: str, stages: tuple[str, ...]) -> Verdict:
@@ -358,37 +370,4 @@ class ProgramSession:
         return verdict
 
     def _logs(self, reply: dict[str, Any]) -> list[str]:
-        logs, used = [], 0
-        for line in _str_list(reply.get("logs") or []):
-            if used >= self.limits.max_log_chars + 200:  # the worker caps too; this is the backstop
-                break
-            logs.append(line)
-            used += len(line)
-        return logs
-
-
-_warned_layers: set[str] = set()
-_warned_lock = threading.Lock()
-
-
-def _log_layer_warnings(warnings: list[str]) -> None:
-    """Log each missing layer once per engine process: a run starts hundreds of workers, and on a
-    machine without (say) root every one of them lacks the same layers. Each session's LoadInfo
-    still lists all of its warnings."""
-    for warning in warnings:
-        layer = warning.split(":", 1)[0]
-        with _warned_lock:
-            if layer in _warned_layers:
-                continue
-            _warned_layers.add(layer)
-        log.warning("sandbox layer unavailable: %s (logged once per process)", warning)
-
-
-def _str_list(value: Any) -> list[str]:
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
-
-
-def _list_of_dicts(value: Any) -> list[dict]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
+        return check_logs(reply.get("logs"), self.limits)

@@ -13,25 +13,31 @@ Started by engine/session.py through a launcher (never imported by the engine). 
      install the seccomp filter
      (sandbox.jail.seccomp), gate + exec the program (sandbox.worker.loader), KnowledgeBase(toolkit);
   5. "write"/"read" until the engine kills it. Every program call is wrapped in
-     `except BaseException` and reported as an error frame -- SystemExit included.
+     `except BaseException` and reported as an error frame -- SystemExit included. Load and
+     writes run on the main thread, in the order they come; reads may overlap, each on a thread
+     of a small pool (at most `limits.parallel_reads`), so the LLM calls they wait on are in
+     flight together (sandbox.worker.channel routes the replies).
 
 The worker trusts the engine's frames; the engine trusts nothing the worker sends.
 """
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import faulthandler
 import importlib
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from typing import Any
 
 from sandbox.jail import limits as oslimits
 from sandbox.jail import cgroups, pidns, seccomp
-from sandbox.protocol import FrameError, SandboxLimits, recv_frame, send_frame
+from sandbox.protocol import FrameError, SandboxLimits
+from sandbox.worker.channel import WorkerChannel
 from sandbox.worker.toolkit import LogSink, OpClock, make_toolkit
 
 PROGRAM_FILENAME_PREFIX = "<program"  # the loader compiles program text under "<program...>"
@@ -45,6 +51,9 @@ LAZY_STDLIB = ("_strptime", "encodings.latin_1", "encodings.ascii", "encodings.u
 # The sqlite progress handler fires a little before the engine's SIGKILL, so a runaway query
 # ends in a clean exception rather than a killed worker when the program would otherwise finish.
 _DB_DEADLINE_FRACTION = 0.9
+# Stack of each read thread: deep enough for the recursion limit of restricted code, small enough
+# that a full pool stays far below RLIMIT_AS.
+READ_THREAD_STACK = 4 * 1024 * 1024
 
 
 def program_line(exc: BaseException) -> int | None:
@@ -80,6 +89,8 @@ class Worker:
                  net_namespace: bool = True, layers: list[str] | None = None,
                  warnings: list[str] | None = None, keeper_report_fd: int | None = None) -> None:
         self.in_fd, self.out_fd, self.parent_pid = in_fd, out_fd, parent_pid
+        self.channel = WorkerChannel(in_fd, out_fd)
+        self.readers: concurrent.futures.ThreadPoolExecutor | None = None  # made after the load
         self.net_namespace = net_namespace
         self.limits, self.home = limits, home
         self.layers: list[str] = list(layers or [])  # e.g. the pid namespace, entered in main()
@@ -139,14 +150,7 @@ class Worker:
 
     def ask_engine(self, messages: list[dict[str, str]]) -> dict[str, Any]:
         started = time.monotonic()
-        try:
-            send_frame(self.out_fd, {"op": "llm", "messages": messages})
-        except FrameError as exc:
-            return {"ok": False, "kind": "error", "error": f"prompt too large to send: {exc}"}
-        try:
-            reply = recv_frame(self.in_fd)
-        except EOFError:
-            os._exit(75)  # the engine is gone; nobody to report to
+        reply = self.channel.ask(messages)
         self.clock.extend(time.monotonic() - started)  # LLM time does not count against the op
         if reply.get("op") != "llm_reply":
             return {"ok": False, "kind": "error", "error": f"unexpected reply {reply.get('op')!r}"}
@@ -155,14 +159,33 @@ class Worker:
     # ----------------------------------------------------------------- ops
 
     def serve(self) -> None:
-        send_frame(self.out_fd, {"op": "ready", "layers": self.layers, "warnings": self.warnings})
+        self.channel.send({"op": "ready", "layers": self.layers, "warnings": self.warnings})
         while True:
             try:
-                request = recv_frame(self.in_fd)
+                request = self.channel.next_request()
             except EOFError:
                 return
-            op = request.get("op")
-            handler = {"load": self.op_load, "write": self.op_write, "read": self.op_read}.get(op)
+            op_id = request.get("id", 0)
+            if request.get("op") == "read" and self.readers is not None:
+                self.readers.submit(self._run_threaded, request, op_id)
+            else:
+                self.run_op(request, op_id, threaded=False)
+                if request.get("op") == "load" and self.kb is not None and self.limits.parallel_reads > 1:
+                    threading.stack_size(READ_THREAD_STACK)  # threads start after the seccomp filter
+                    self.readers = concurrent.futures.ThreadPoolExecutor(self.limits.parallel_reads,
+                                                                         thread_name_prefix="read")
+
+    def _run_threaded(self, request: dict[str, Any], op_id: int) -> None:
+        try:
+            self.run_op(request, op_id, threaded=True)
+        except BaseException:  # noqa: BLE001 -- the result could not be sent: the engine is gone
+            os._exit(75)
+
+    def run_op(self, request: dict[str, Any], op_id: int, threaded: bool) -> None:
+        op = request.get("op")
+        handler = {"load": self.op_load, "write": self.op_write, "read": self.op_read}.get(op)
+        self.channel.enter(op_id, threaded)
+        try:
             if handler is None:
                 reply = {"ok": False, "error": error("unknown", "protocol", "unknown op", f"unknown op {op!r}")}
             else:
@@ -172,13 +195,15 @@ class Worker:
                     reply = handler(request)
                 finally:
                     self.clock.stop()
-            reply["op"] = "result"
+            reply["op"], reply["id"] = "result", op_id
             reply["logs"] = self.log.take()
             try:
-                send_frame(self.out_fd, reply)
+                self.channel.send(reply)
             except (FrameError, TypeError, ValueError) as exc:  # e.g. a non-JSON schema default
-                send_frame(self.out_fd, {"op": "result", "ok": False, "logs": [], "error": error(
+                self.channel.send({"op": "result", "id": op_id, "ok": False, "logs": [], "error": error(
                     "unknown", "protocol", "unsendable result", f"result could not be encoded: {exc}")})
+        finally:
+            self.channel.leave()
 
     def op_load(self, request: dict[str, Any]) -> dict[str, Any]:
         if self.kb is not None:
@@ -202,7 +227,7 @@ class Worker:
         self.layer(seccomp.install_filter)
         if self.loader is None:
             return {"ok": False, "error": error("import", "runtime", "loader missing", self.loader_error)}
-        send_frame(self.out_fd, {"op": "stage", "stage": "import"})
+        self.channel.send({"op": "stage", "id": request.get("id", 0), "stage": "import"})
         try:
             loaded = self.loader.load_program(request["source"], allowed, log=self.log.add,
                                               max_source_bytes=self.limits.max_source_bytes)
@@ -210,7 +235,7 @@ class Worker:
             return {"ok": False, "error": error(rej.stage, rej.gate, rej.rule, str(rej.message), rej.line)}
         except BaseException as exc:  # noqa: BLE001 -- anything the program does at import
             return {"ok": False, "error": program_error("import", exc)}
-        send_frame(self.out_fd, {"op": "stage", "stage": "init"})
+        self.channel.send({"op": "stage", "id": request.get("id", 0), "stage": "init"})
         try:
             self.kb = loaded.kb_cls(self.toolkit)
         except BaseException as exc:  # noqa: BLE001

@@ -10,7 +10,8 @@ on; this module supplies those hooks. The rules they enforce:
   program's own instances, and the safe special methods of the program's own objects), one
   leading underscore only on the program's own objects, no frame/code/generator
   internals, no `AttributeError.obj`, never a module object as a result, and
-  `str.format`/`format_map` only with plain field names (no `{0.__class__}`);
+  `str.format`/`format_map` only with plain field names (no `{0.__class__}`). The format
+  rule is applied to what comes back, not to the object asked (`sandbox.worker.formatting`);
 - writes (`_write_`, `setattr`): the program's own classes and instances, plain
   containers (dict/list/set/deque and subclasses), host objects whose class sets
   `_guarded_writes = True` (RestrictedPython's convention: the object polices its
@@ -25,7 +26,6 @@ OS limits are (docs/sandbox.md, 'Principles').
 """
 import collections
 import operator
-import string
 import types
 import uuid
 from dataclasses import dataclass, field
@@ -38,6 +38,7 @@ from RestrictedPython.Guards import (
 )
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 
+from sandbox.worker.formatting import guard_result
 from sandbox.worker.proxies import ModuleProxy, build_proxies, make_import_hook
 from sandbox.worker.restricted import READABLE_DUNDER_ATTRS, SAFE_DUNDER_METHODS
 
@@ -96,40 +97,6 @@ class ProgramNamespace:
 
     def is_program_class(self, cls: Any) -> bool:
         return isinstance(cls, type) and any(k in self.program_classes for k in cls.__mro__)
-
-
-def _check_format_template(template: str, depth: int = 0) -> None:
-    """Refuse `{0.attr}` / `{0[key]}` fields (attribute traversal), also in nested specs."""
-    if depth > 2:
-        raise ValueError("format specs nested too deeply")
-    for _, name, spec, _ in string.Formatter().parse(template):
-        if name is None:
-            continue
-        if name and not (name.isdigit() or name.isidentifier()):
-            raise ValueError(f"format field {{{name}}} is not allowed in the sandbox: use plain "
-                             "{}, {0} or {name} fields and compute values before formatting")
-        if spec and "{" in spec:
-            _check_format_template(spec, depth + 1)
-
-
-def _safe_format_method(template: str | None, method: str) -> Callable:
-    """`s.format` / `str.format` replacements that check the template first."""
-    def bound_format(*args, **kwargs):
-        _check_format_template(template)
-        return template.format(*args, **kwargs)
-
-    def bound_format_map(mapping):
-        _check_format_template(template)
-        return template.format_map(mapping)
-
-    def unbound(s, *args, **kwargs):
-        if not isinstance(s, str):
-            raise TypeError(f"str.{method} needs a str, got {type(s).__name__}")
-        return _safe_format_method(s, method)(*args, **kwargs)
-
-    if template is None:
-        return unbound
-    return bound_format if method == "format" else bound_format_map
 
 
 def build_namespace(allowed_imports: Sequence[str], log: Callable[[str], None],
@@ -195,9 +162,6 @@ def build_namespace(allowed_imports: Sequence[str], log: Callable[[str], None],
             if default is not _MISSING and name.startswith("_") and not name.startswith("__"):
                 return default
             raise
-        if name in ("format", "format_map") and (
-                isinstance(obj, str) or (isinstance(obj, type) and issubclass(obj, str))):
-            return _safe_format_method(obj if isinstance(obj, str) else None, name)
         try:
             value = getattr(obj, name)
         except AttributeError:
@@ -215,7 +179,7 @@ def build_namespace(allowed_imports: Sequence[str], log: Callable[[str], None],
             raise AttributeError('"__name__" is readable only when it is a str')
         if name == "__dict__" and type(value) is not dict:
             raise AttributeError('"__dict__" is readable only when it is a plain dict')
-        return value
+        return guard_result(value, name)
 
     def guarded_hasattr(obj: Any, name: str) -> bool:
         try:

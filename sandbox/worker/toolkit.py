@@ -13,8 +13,11 @@ toolkit_db.py and toolkit_chroma.py hold the two stores.
 """
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable
+
+from sandbox.protocol import check_messages  # noqa: F401  (shared with the engine, used below)
 
 MAX_PLAIN_DEPTH = 32
 
@@ -29,21 +32,28 @@ class LLMError(RuntimeError):
 
 
 class OpClock:
-    """The current op's deadline on time.monotonic(), shared by the worker and the db wrapper."""
+    """The current op's deadline on time.monotonic(), shared by the worker and the db wrapper.
 
-    __slots__ = ("deadline",)
+    Per thread: reads may run concurrently (one thread each), and sqlite's progress handler runs
+    in the thread of the statement it watches, so each op sees its own deadline."""
+
+    __slots__ = ("_local",)
 
     def __init__(self) -> None:
-        self.deadline = float("inf")
+        self._local = threading.local()
+
+    @property
+    def deadline(self) -> float:
+        return getattr(self._local, "deadline", float("inf"))
 
     def start(self, seconds: float) -> None:
-        self.deadline = time.monotonic() + seconds
+        self._local.deadline = time.monotonic() + seconds
 
     def extend(self, seconds: float) -> None:  # time spent waiting for the engine's LLM reply
-        self.deadline += seconds
+        self._local.deadline = self.deadline + seconds
 
     def stop(self) -> None:
-        self.deadline = float("inf")
+        self._local.deadline = float("inf")
 
     def expired(self) -> bool:
         return time.monotonic() > self.deadline
@@ -54,31 +64,38 @@ MAX_LOG_LINES = 2000  # per op; a million empty debug lines would pass any chara
 
 class LogSink:
     """Per-op capped log capture for logger.* and print(): keep up to `cap` chars and
-    MAX_LOG_LINES lines, count the rest."""
+    MAX_LOG_LINES lines, count the rest. Per thread, like OpClock: concurrent reads each
+    collect their own lines."""
 
     def __init__(self, cap: int, max_lines: int = MAX_LOG_LINES) -> None:
         self.cap = cap
         self.max_lines = max_lines
-        self._lines: list[str] = []
-        self._used = 0
-        self._dropped = 0
+        self._local = threading.local()
+
+    def _state(self) -> list:
+        state = getattr(self._local, "state", None)
+        if state is None:
+            state = self._local.state = [[], 0, 0]   # lines, chars used, messages dropped
+        return state
 
     def add(self, text: str) -> None:
-        room = self.cap - self._used
-        if room <= 0 or len(self._lines) >= self.max_lines:
-            self._dropped += 1
+        state = self._state()
+        lines, used = state[0], state[1]
+        room = self.cap - used
+        if room <= 0 or len(lines) >= self.max_lines:
+            state[2] += 1
             return
         if len(text) > room:
             text = text[:room] + f"... [cut at the {self.cap}-char per-op log cap]"
-        self._lines.append(text)
-        self._used += min(len(text), room)
+        lines.append(text)
+        state[1] = used + min(len(text), room)
 
     def take(self) -> list[str]:
-        lines = self._lines
-        if self._dropped:
+        lines, _, dropped = self._state()
+        if dropped:
             cap = f"{self.max_lines} lines" if len(lines) >= self.max_lines else f"{self.cap} chars"
-            lines.append(f"[{self._dropped} more log messages dropped: per-op log cap of {cap}]")
-        self._lines, self._used, self._dropped = [], 0, 0
+            lines.append(f"[{dropped} more log messages dropped: per-op log cap of {cap}]")
+        self._local.state = [[], 0, 0]
         return lines
 
 
@@ -128,26 +145,6 @@ def plain_out(value: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- llm, logger, toolkit
-
-_ROLES = frozenset({"system", "user", "assistant"})
-
-
-def check_messages(messages: Any) -> list[dict[str, str]]:
-    """OpenAI chat messages -> a plain list of {"role", "content"} dicts, or a TypeError."""
-    if not isinstance(messages, (list, tuple)) or not messages:
-        raise TypeError("llm_completion expects a non-empty list of {'role': ..., 'content': ...} dicts")
-    out = []
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise TypeError(f"llm_completion: message {i} is {type(message).__name__}, not a dict")
-        role, content = message.get("role"), message.get("content")
-        if role not in _ROLES:
-            raise TypeError(f"llm_completion: message {i} has role {role!r}; use system, user or assistant")
-        if not isinstance(content, str):
-            raise TypeError(f"llm_completion: message {i} content is {type(content).__name__}, not str")
-        out.append({"role": str.__str__(role), "content": str.__str__(content)})
-    return out
-
 
 def make_toolkit(db: Any, chroma: Any, log: LogSink,
                  ask_engine: Callable[[list[dict[str, str]]], dict[str, Any]]) -> Any:

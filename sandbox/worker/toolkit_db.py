@@ -10,6 +10,7 @@ Statements are fetched eagerly: a Cursor holds plain rows, never sqlite's cursor
 from __future__ import annotations
 
 import sqlite3
+import threading
 from typing import Any, Callable
 
 from sandbox.worker.toolkit import OpClock, plain_in, plain_out
@@ -31,7 +32,10 @@ _PROGRESS_STEPS = 10_000
 
 def make_database(clock: OpClock) -> Any:
     """A fresh in-memory database behind a capability wrapper."""
-    conn = sqlite3.connect(":memory:")
+    # Concurrent reads run in threads of their own (sandbox.worker.main); every statement goes
+    # through `run` under one lock, so the connection is never used by two threads at once.
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    lock = threading.RLock()
     conn.execute("PRAGMA temp_store = MEMORY")  # no temp files (RLIMIT_FSIZE, tmp dir)
     conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)  # also blocks VACUUM INTO
     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 16 * 1024 * 1024)
@@ -53,17 +57,18 @@ def make_database(clock: OpClock) -> Any:
     conn.set_progress_handler(lambda: 1 if clock.expired() else 0, _PROGRESS_STEPS)
 
     def run(call: Callable[[], sqlite3.Cursor]) -> tuple:
-        denial.clear()
-        try:
-            cursor = call()
-            rows = cursor.fetchall()
-            return rows, cursor.rowcount, cursor.lastrowid, plain_out(cursor.description)
-        except sqlite3.DatabaseError as exc:
-            if denial:
-                raise sqlite3.DatabaseError(f"not authorized in toolkit.db: {denial[0]} is not allowed") from None
-            if "interrupted" in str(exc) and clock.expired():
-                raise sqlite3.OperationalError("interrupted: the SQL statement ran past the op deadline") from None
-            raise
+        with lock:
+            denial.clear()
+            try:
+                cursor = call()
+                rows = cursor.fetchall()
+                return rows, cursor.rowcount, cursor.lastrowid, plain_out(cursor.description)
+            except sqlite3.DatabaseError as exc:
+                if denial:
+                    raise sqlite3.DatabaseError(f"not authorized in toolkit.db: {denial[0]} is not allowed") from None
+                if "interrupted" in str(exc) and clock.expired():
+                    raise sqlite3.OperationalError("interrupted: the SQL statement ran past the op deadline") from None
+                raise
 
     def check_sql(sql: Any) -> str:
         if not isinstance(sql, str):
@@ -146,10 +151,12 @@ def make_database(clock: OpClock) -> Any:
             return Cursor()
 
         def commit(self) -> None:
-            conn.commit()
+            with lock:
+                conn.commit()
 
         def rollback(self) -> None:
-            conn.rollback()
+            with lock:
+                conn.rollback()
 
         def close(self) -> None:
             """No-op: the engine owns the connection for the life of the knowledge base."""
@@ -171,6 +178,7 @@ def make_database(clock: OpClock) -> Any:
             # A callable factory would be handed sqlite's raw cursor (and its .connection).
             if value is not None and value is not sqlite3.Row:
                 raise TypeError("toolkit.db.row_factory accepts only sqlite3.Row or None")
-            conn.row_factory = value
+            with lock:
+                conn.row_factory = value
 
     return Database()

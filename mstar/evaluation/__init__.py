@@ -1,0 +1,13 @@
+"""Evaluating a memory program (paper Algorithm 1b).
+
+    run.py        evaluate(): ingest the episodes, read and answer each query, score -- waiting
+                  on as many LLM calls at once as the roles allow
+    records.py    CaseResult, WriteRecord, EvalResult (JSON in the run folder), EndpointOutage
+    sessions.py   SessionCache: ingested knowledge bases kept alive for the next evaluation
+"""
+from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, WriteRecord
+from mstar.evaluation.run import OUTAGE_THRESHOLD, evaluate, sandbox_limits
+from mstar.evaluation.sessions import SessionCache, session_key
+
+__all__ = ["CaseResult", "EndpointOutage", "EvalResult", "OUTAGE_THRESHOLD", "SessionCache", "WriteRecord",
+           "evaluate", "sandbox_limits", "session_key"]

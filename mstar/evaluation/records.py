@@ -1,0 +1,91 @@
+"""What one evaluation produces: per-case and per-write records, and their sum.
+
+Plain dataclasses that serialise to JSON (cases/<id>.<split>.json in the run folder) and back,
+so a resumed run can reuse a parent's evaluation (`--rotating reuse`) without running it again.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+from mstar.tasks.metrics import per_category_means
+
+
+class EndpointOutage(RuntimeError):
+    """Too many of an evaluation's LLM calls failed even after their retries: the endpoint is
+    down or broken, and the evaluation says nothing about the program. The run stops, resumable."""
+
+
+@dataclass
+class CaseResult:
+    query_id: str
+    question: str
+    expected: str
+    answer: str
+    score: float
+    category: str | None
+    query: dict
+    retrieved: str
+    conversation: list[dict]           # query prompt/reply, answer prompt/reply
+    warnings: list[str] = field(default_factory=list)
+    debug_logs: list[str] = field(default_factory=list)
+    toolkit_calls: int = 0
+    error: str | None = None           # the program failed on this case (its read raised)
+    score_details: dict = field(default_factory=dict)   # e.g. a rubric's per-criterion verdicts
+    llm_error: str | None = None       # an LLM call of this case failed after retries: not scored
+
+    @property
+    def scored(self) -> bool:
+        return self.llm_error is None
+
+
+@dataclass
+class WriteRecord:
+    episode_id: str
+    raw_text: str
+    item: dict
+    warnings: list[str] = field(default_factory=list)
+    debug_logs: list[str] = field(default_factory=list)
+    error: str | None = None
+    llm_error: str | None = None       # the extraction failed after retries (defaults were written)
+
+
+@dataclass
+class EvalResult:
+    mean_score: float                   # over the scored cases (those without an LLM error)
+    cases: list[CaseResult]
+    writes: list[WriteRecord]
+    per_category: dict[str, float]
+    error: dict | None = None           # verdict when the program failed as a whole
+    seconds: float = 0.0
+    sandbox_seconds: float = 0.0        # time spent waiting on the worker (writes, reads, start)
+    case_errors: int = 0                # cases left unscored because an LLM call failed
+    failed_calls: int = 0               # LLM calls that failed after their retries
+    calls: int = 0                      # LLM calls this evaluation made (agent and judge)
+    reused_kb: bool = False             # the ingested knowledge base was kept from an earlier evaluation
+    load_warnings: list[str] = field(default_factory=list)   # "contract: ..." notes (shown to the reflector)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "EvalResult":
+        """The record of a cases/<id>.<split>.json file (older files lack the newer fields)."""
+        def build(kind, d):
+            names = {f.name for f in fields(kind)}
+            return kind(**{k: v for k, v in d.items() if k in names})
+        out = build(cls, {k: v for k, v in data.items() if k not in ("cases", "writes")})
+        out.cases = [build(CaseResult, c) for c in data.get("cases", [])]
+        out.writes = [build(WriteRecord, w) for w in data.get("writes", [])]
+        return out
+
+
+def summarise(cases: list[CaseResult], writes: list[WriteRecord], fatal: dict | None, seconds: float,
+              sandbox_seconds: float, calls: int, failed_calls: int, reused: bool) -> EvalResult:
+    scored = [c for c in cases if c.scored]
+    mean = sum(c.score for c in scored) / len(scored) if scored else 0.0
+    if fatal is not None:
+        mean = 0.0  # a program that crashed its worker does not get partial credit
+    per_cat = per_category_means([c.score for c in scored], [c.category for c in scored])
+    return EvalResult(mean, cases, writes, per_cat, fatal, seconds, sandbox_seconds,
+                      case_errors=len(cases) - len(scored), failed_calls=failed_calls, calls=calls,
+                      reused_kb=reused)

@@ -1,0 +1,302 @@
+"""One evaluation of a memory program (paper Algorithm 1b).
+
+Fresh knowledge base in its own sandbox worker -> ingest the training episodes (the agent
+extracts a KnowledgeItem, the program writes it) -> answer each query (the agent formulates a
+Query, the program reads, the agent answers) -> score.
+
+With a real model the time goes to waiting, so as much as possible waits at once:
+  - every extraction and every query formulation is asked at the start (they need only the
+    program's instructions and schema, not its knowledge base);
+  - writes go to the worker in episode order, each as soon as its extraction is back, so the
+    knowledge base is built the same way whatever the concurrency;
+  - after the last write, the reads overlap (each on a worker thread of the sandbox, at most
+    `SandboxLimits.parallel_reads`), and each answer is asked as soon as its read returns.
+Results come back in query order. A program whose read() changes its knowledge base may see
+its reads interleave differently from run to run; one whose reads only read gets the same
+answers at any concurrency.
+
+LLM failures are not scores: a case whose agent or judge call failed after its retries is an
+error, left out of the mean and counted; when the failed share passes `outage_threshold`
+the evaluation raises EndpointOutage (the loop stops the run, resumably), and an error no retry
+can fix (FatalLLMError: bad key, unknown model) propagates at once.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from typing import Callable, Sequence
+
+from mstar import agent
+from mstar.config import SandboxConfig
+from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, WriteRecord, summarise
+from mstar.evaluation.sessions import SessionCache, session_key
+from mstar.llm import scope as llm_scope
+from mstar.llm.router import LLMRouter
+from mstar.llm.types import FatalLLMError
+from mstar.tasks import Episode, QueryItem
+from mstar.tasks.judging import JudgeFn, Score
+from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits
+
+MAX_RAW_IN_RECORD = 1500  # write examples keep a prefix of the raw text, not all of it
+OUTAGE_THRESHOLD = 0.2    # failed share of an evaluation's LLM calls that means "the endpoint is down"
+
+
+def sandbox_limits(cfg: SandboxConfig) -> SandboxLimits:
+    return SandboxLimits(call_timeout_s=cfg.call_timeout_s, read_max_chars=cfg.read_max_chars,
+                         memory_mb=cfg.memory_mb, llm_calls_per_op=cfg.llm_calls_per_op,
+                         parallel_reads=getattr(cfg, "parallel_reads", SandboxLimits.parallel_reads))
+
+
+def _verdict_dict(exc: SandboxError) -> dict:
+    v = exc.verdict
+    return asdict(v) if hasattr(v, "__dataclass_fields__") else {"message": str(exc)}
+
+
+class _Calls:
+    """The agent and judge calls of one evaluation, with their failures counted."""
+
+    def __init__(self, router: LLMRouter) -> None:
+        self.router, self.total, self.failed, self.last = router, 0, 0, ""
+        self._lock = threading.Lock()
+
+    def text(self, role: str, messages: list[dict]) -> tuple[str, str | None]:
+        with self._lock:
+            self.total += 1
+        try:
+            return self.router.text(role, messages), None
+        except FatalLLMError:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- after the router's retries: this case's error
+            with self._lock:
+                self.failed += 1
+                self.last = str(exc)
+            return "", str(exc)
+
+
+class _Toolkit:
+    """The program's toolkit LLM, served from the engine. The sandbox serves a read's LLM requests
+    in the thread that waits on that read, so a thread-local tells which case a failure belongs
+    to; an error no retry can fix is held and raised once the read is back (the sandbox would
+    hand it to the program as an ordinary exception)."""
+
+    def __init__(self, calls: _Calls) -> None:
+        self.calls, self.fatal = calls, None
+        self._case = threading.local()
+
+    def __call__(self, messages: list[dict]) -> str:
+        calls = getattr(self._case, "calls", None) or self.calls
+        try:
+            text, err = calls.text("toolkit", messages)
+        except FatalLLMError as exc:
+            self.fatal = self.fatal or exc
+            raise
+        if err is not None:
+            failures = getattr(self._case, "failures", None)
+            if failures is not None:
+                failures.append(err)
+            raise RuntimeError(err)
+        return text
+
+    def watch(self, calls: _Calls) -> list[str]:
+        """Start collecting this thread's toolkit failures (one case's read), counted in `calls`:
+        a kept session may serve several evaluations, each counts its own."""
+        self._case.failures, self._case.calls = [], calls
+        return self._case.failures
+
+    def check(self) -> None:
+        if self.fatal is not None:
+            raise self.fatal
+
+
+class _Program:
+    """The worker and what went wrong with it as a whole, shared by the concurrent cases."""
+
+    def __init__(self, session: ProgramSession, toolkit: _Toolkit, calls: _Calls) -> None:
+        self.session = session
+        self.toolkit, self.calls = toolkit, calls
+        self.fatal: dict | None = None
+        self.sandbox_s = 0.0
+        self._lock = threading.Lock()
+
+    def op(self, fn, *args):
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        except SandboxError as exc:
+            if not self.session.alive():
+                with self._lock:
+                    self.fatal = self.fatal or _verdict_dict(exc)
+            raise
+        finally:
+            with self._lock:
+                self.sandbox_s += time.perf_counter() - t0
+
+
+def evaluate(
+    source: str,
+    episodes: Sequence[Episode],
+    queries: Sequence[QueryItem],
+    *,
+    metric: Callable[[str, QueryItem, JudgeFn], "Score | float"],
+    router: LLMRouter,
+    sandbox: SandboxConfig,
+    workers: int = 64,
+    sessions: SessionCache | None = None,
+    outage_threshold: float = OUTAGE_THRESHOLD,
+) -> EvalResult:
+    """Score `source` on `queries` after writing `episodes`. With `sessions`, an ingested
+    knowledge base of the same program over the same episodes is reused (reads only), and this
+    one is kept for later evaluations."""
+    t0 = time.perf_counter()
+    calls = _Calls(router)
+    key = session_key(source, [ep.id for ep in episodes]) if sessions is not None else None
+    kept = sessions.lease(key) if sessions is not None else None
+    threads = max(1, workers)
+    with ThreadPoolExecutor(threads, thread_name_prefix="llm") as llm_pool, \
+            ThreadPoolExecutor(min(threads, max(1, len(queries))), thread_name_prefix="case") as case_pool:
+        if kept is not None:
+            program, info, writes = _Program(kept.session, kept.toolkit, calls), kept.info, kept.writes
+        else:
+            toolkit = _Toolkit(calls)
+            session = ProgramSession(source, allowed_imports=sandbox.allowed_imports,
+                                     limits=sandbox_limits(sandbox), llm=llm_scope.bind(toolkit))
+            program = _Program(session, toolkit, calls)
+            try:
+                info = program.op(session.start)
+            except SandboxError as exc:
+                session.close()
+                return _failed(queries, _verdict_dict(exc), time.perf_counter() - t0)
+        consts = info.constants
+        # Query formulation needs only the instructions and the schema: asked right away, with
+        # the extractions, so it is back by the time the last episode is written.
+        q_msgs = [agent.build_query_messages(consts["INSTRUCTION_QUERY"], q.question, info.query_schema)
+                  for q in queries]
+        pending = []
+        try:
+            if kept is None:
+                pending += [llm_scope.submit(llm_pool, calls.text, "task", agent.build_extraction_messages(
+                    consts["INSTRUCTION_KNOWLEDGE_ITEM"], ep.text, info.knowledge_item_schema)) for ep in episodes]
+            q_futs = [llm_scope.submit(llm_pool, calls.text, "task", m) for m in q_msgs]
+            pending += q_futs
+            if kept is None:
+                writes = _ingest(program, episodes, pending[:len(episodes)], info)
+            case_futs = [llm_scope.submit(case_pool, _case, program, calls, q, m, f, info, metric)
+                         for q, m, f in zip(queries, q_msgs, q_futs)]
+            pending += case_futs
+            cases = [f.result() for f in case_futs]
+        except BaseException:  # a fatal LLM error, an interrupt: stop what has not started
+            for f in pending:
+                f.cancel()
+            _done_with(program.session, kept, sessions, None, None, None, keep=False)
+            raise
+    keep = program.fatal is None and kept is None
+    _done_with(program.session, kept, sessions, key, info, writes, keep=keep, toolkit=program.toolkit)
+    if calls.total and calls.failed / calls.total > outage_threshold:
+        raise EndpointOutage(f"{calls.failed} of {calls.total} LLM calls of this evaluation failed after "
+                             f"their retries; last error: {calls.last}")
+    result = summarise(cases, writes, program.fatal, time.perf_counter() - t0, program.sandbox_s,
+                       calls.total, calls.failed, reused=kept is not None)
+    result.load_warnings = [w for w in info.warnings if w.startswith("contract:")]
+    return result
+
+
+def _done_with(session, kept, sessions, key, info, writes, *, keep: bool, toolkit=None) -> None:
+    if kept is not None:
+        sessions.release(kept)
+    elif keep and sessions is not None:
+        sessions.put(key, session, info, writes, toolkit)
+    else:
+        session.close()
+
+
+def _ingest(program: _Program, episodes, extract, info) -> list[WriteRecord]:
+    """Writes in episode order, each as soon as its extraction (and every write before it) is done."""
+    writes = []
+    for ep, fut in zip(episodes, extract):
+        reply, err = fut.result()
+        obj, warn = agent.parse_json_object(reply) if err is None else (None, None)
+        item, warns = agent.fill_fields(obj, info.knowledge_item_schema)
+        warns = ([warn] if warn else []) + warns
+        rec = WriteRecord(ep.id, ep.text[:MAX_RAW_IN_RECORD], item, warns,
+                          llm_error=f"task agent failed: {err}" if err else None)
+        if program.fatal is None:
+            failures = program.toolkit.watch(program.calls)
+            try:
+                rec.debug_logs = program.op(program.session.write, item, ep.text).logs
+            except SandboxError as exc:
+                rec.error = str(exc)
+            program.toolkit.check()
+            if failures:
+                rec.llm_error = rec.llm_error or f"toolkit call failed: {failures[-1]}"
+        writes.append(rec)
+    return writes
+
+
+def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_fut, info,
+          metric) -> CaseResult:
+    """One query: formulate (already asked), read, answer, score."""
+    q_reply, q_err = q_fut.result()
+    obj, warn = agent.parse_json_object(q_reply) if q_err is None else (None, None)
+    qd, warns = agent.fill_fields(obj, info.query_schema)
+    warns = ([warn] if warn else []) + warns
+    case = CaseResult(q.id, q.question, q.answer, "", 0.0, q.category, qd, "",
+                      [q_msgs[-1], {"role": "assistant", "content": q_reply or ""}], warns)
+    if q_err is not None:
+        case.llm_error = f"query formulation failed: {q_err}"
+        return case
+    if program.fatal is not None:
+        case.error = "not run: the program failed earlier in this evaluation"
+        return case
+    failures = program.toolkit.watch(calls)
+    try:
+        res = program.op(program.session.read, qd)
+        case.retrieved, case.debug_logs, case.toolkit_calls = res.output or "", res.logs, res.llm_calls
+    except SandboxError as exc:
+        case.error = str(exc)
+    program.toolkit.check()
+    if failures:  # what the program read was built on a failed call: not a verdict on the program
+        case.llm_error = f"toolkit call failed: {failures[-1]}"
+        return case
+    consts = info.constants
+    a_msgs = agent.build_answer_messages(consts["ALWAYS_ON_KNOWLEDGE"], case.retrieved, q.question,
+                                         consts["INSTRUCTION_RESPONSE"])
+    a_reply, a_err = calls.text("task", a_msgs)
+    case.conversation += [a_msgs[-1], {"role": "assistant", "content": a_reply or ""}]
+    if a_err is not None:
+        case.llm_error = f"answer failed: {a_err}"
+        return case
+    case.answer = agent.clean_answer(a_reply)
+    if program.fatal is not None:  # no judge calls for a program that crashed: its mean is 0 anyway
+        case.warnings.append("not scored: the program failed in this evaluation")
+        return case
+    judge_errors: list[str] = []
+    fatal: list[FatalLLMError] = []
+
+    def judge(messages: list[dict]) -> str:
+        try:
+            text, err = calls.text("judge", messages)
+        except FatalLLMError as exc:  # the metric would swallow it as a failed criterion
+            fatal.append(exc)
+            raise RuntimeError(str(exc)) from None
+        if err is not None:
+            judge_errors.append(err)
+            raise RuntimeError(err)  # the metric records the criterion as not met; we mark the case
+        return text
+
+    result = metric(case.answer, q, judge)
+    if fatal:
+        raise fatal[0]
+    score = result if isinstance(result, Score) else Score(float(result))
+    case.score, case.score_details = score.value, score.details
+    case.warnings += score.warnings
+    if judge_errors:
+        case.llm_error = f"judge failed: {judge_errors[-1]}"
+    return case
+
+
+def _failed(queries: Sequence[QueryItem], verdict: dict, seconds: float) -> EvalResult:
+    cases = [CaseResult(q.id, q.question, q.answer, "", 0.0, q.category, {}, "", [],
+                        error="program failed to load") for q in queries]
+    return EvalResult(0.0, cases, [], {}, verdict, seconds, seconds)

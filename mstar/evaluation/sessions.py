@@ -1,0 +1,105 @@
+"""Ingested knowledge bases kept alive, so a parent's rotating evaluation costs its reads only.
+
+Evaluating a program on the static set builds its knowledge base in a sandbox worker (every
+training episode extracted and written). Without this cache the next iteration that picks the
+program as parent starts a new worker and writes every episode again before its five reads.
+Here the worker stays up after its evaluation, keyed by program and episode set, and the next
+evaluation with the same key only reads.
+
+Bounded (least recently used first out) because each kept worker holds a process and its
+memory. A kept session is leased: eviction never closes a session another evaluation is reading
+from -- it closes when the last lease ends. A session whose worker died is dropped, and the
+next evaluation ingests again.
+
+Caveat, also in the README: a program whose read() changes its knowledge base sees, in a
+reused session, the changes the earlier evaluation's reads made. Programs whose reads only read
+(the contract's intent) cannot tell the difference.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from sandbox.engine.session import LoadInfo, ProgramSession
+
+DEFAULT_KEEP = 8
+
+
+def session_key(source: str, episode_ids: Sequence[str]) -> str:
+    """Same program text over the same episodes (in order) = the same knowledge base."""
+    h = hashlib.sha256(source.encode("utf-8", "surrogatepass"))
+    h.update("\x00".join(episode_ids).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+@dataclass
+class KeptSession:
+    session: ProgramSession
+    info: LoadInfo
+    writes: list                          # the WriteRecords of its ingestion
+    toolkit: object = None                # the toolkit LLM the session was started with
+    leases: int = 0
+    evicted: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+class SessionCache:
+    def __init__(self, keep: int = DEFAULT_KEEP) -> None:
+        self.keep = max(0, keep)
+        self._kept: OrderedDict[str, KeptSession] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def lease(self, key: str) -> KeptSession | None:
+        """A live kept session for `key` (leased: call `release` when done), or None."""
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None and not kept.session.alive():
+                del self._kept[key]
+                kept.evicted = True
+                self._close_if_idle(kept)
+                kept = None
+            if kept is None:
+                self.misses += 1
+                return None
+            self._kept.move_to_end(key)
+            kept.leases += 1
+            self.hits += 1
+            return kept
+
+    def release(self, kept: KeptSession) -> None:
+        with self._lock:
+            kept.leases -= 1
+            self._close_if_idle(kept)
+
+    def put(self, key: str, session: ProgramSession, info: LoadInfo, writes: list, toolkit=None) -> bool:
+        """Keep a freshly ingested session (the cache owns it from now on). False -- and the
+        session closed -- when nothing is kept or another one with this key is kept already."""
+        with self._lock:
+            if self.keep == 0 or key in self._kept or not session.alive():
+                session.close()
+                return False
+            self._kept[key] = KeptSession(session, info, writes, toolkit)
+            while len(self._kept) > self.keep:
+                _, old = self._kept.popitem(last=False)
+                old.evicted = True
+                self._close_if_idle(old)
+            return True
+
+    def close(self) -> None:
+        with self._lock:
+            for kept in self._kept.values():
+                kept.evicted = True
+                self._close_if_idle(kept)
+            self._kept.clear()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    @staticmethod
+    def _close_if_idle(kept: KeptSession) -> None:
+        if kept.evicted and kept.leases <= 0:
+            kept.session.close()

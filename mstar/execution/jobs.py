@@ -1,0 +1,34 @@
+"""What the loop asks an executor to do: an evaluation job, and the executor's interface."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from mstar.evaluation import EvalResult
+
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    """One evaluation: `source` scored on `queries` ("validation" or "test" with indices into
+    that list; None = all) after writing the training episodes, or all episodes with
+    `all_episodes` (the held-out test). `keep`: keep the ingested knowledge base for the next
+    evaluation of the same program."""
+    source: str
+    split: str = "validation"
+    indices: tuple[int, ...] | None = None
+    all_episodes: bool = False
+    keep: bool = True
+
+
+class Executor(Protocol):
+    """Runs evaluation jobs; thread-safe (several iterations may be in flight)."""
+
+    def run(self, job: EvalJob) -> EvalResult: ...
+
+    def close(self) -> None: ...
+
+
+class ExecutorError(RuntimeError):
+    """The executor cannot be used (Ray missing, cluster unreachable); the message says what to do."""

@@ -1,0 +1,32 @@
+"""Evaluations on this machine, with ingested knowledge bases kept for reuse (mstar.evaluation)."""
+from __future__ import annotations
+
+from mstar.config import RunConfig
+from mstar.evaluation import EvalResult, SessionCache, evaluate
+from mstar.execution.jobs import EvalJob
+from mstar.llm.router import LLMRouter
+from mstar.tasks import Task
+
+
+class LocalExecutor:
+    def __init__(self, task: Task, train_indices: list[int], router: LLMRouter, cfg: RunConfig) -> None:
+        self.task, self.router, self.cfg = task, router, cfg
+        self.train = [task.episodes[i] for i in train_indices]
+        self.sessions = SessionCache(cfg.evolution.keep_sessions)
+
+    def run(self, job: EvalJob) -> EvalResult:
+        return run_job(job, self.task, self.train, self.router, self.cfg, self.sessions)
+
+    def close(self) -> None:
+        self.sessions.close()
+
+
+def run_job(job: EvalJob, task: Task, train: list, router: LLMRouter, cfg: RunConfig,
+            sessions: SessionCache | None) -> EvalResult:
+    """The job on this machine (the Ray executor's workers call this too)."""
+    pool = task.test if job.split == "test" else task.validation
+    queries = list(pool) if job.indices is None else [pool[i] for i in job.indices]
+    episodes = list(task.episodes) if job.all_episodes else train
+    return evaluate(job.source, episodes, queries, metric=task.score, router=router, sandbox=cfg.sandbox,
+                    workers=cfg.evolution.workers, sessions=sessions if job.keep else None,
+                    outage_threshold=cfg.evolution.outage_threshold)

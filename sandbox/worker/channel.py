@@ -1,0 +1,92 @@
+"""The worker's end of the frame pipes, shared by the ops that run at once.
+
+Every frame names its op by "id". The main thread is the only reader of the engine's frames:
+it takes requests and hands each LLM reply to the op it belongs to. Load and write ops run on
+the main thread itself, so while one waits for its LLM reply it keeps reading (and routes what
+is not its own); reads may run on pool threads (sandbox.worker.main), which wait on a mailbox
+the main thread fills. Sends from any thread go through one lock, a whole frame at a time.
+
+The worker trusts the engine's frames (protocol.py); what it guards against here is only its
+own threads stepping on each other.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import queue
+import threading
+from typing import Any
+
+from sandbox.protocol import FrameError, recv_frame, send_frame
+
+ENGINE_GONE_EXIT = 75  # the engine closed the pipe: nobody is left to report to
+
+
+class WorkerChannel:
+    def __init__(self, in_fd: int, out_fd: int) -> None:
+        self.in_fd, self.out_fd = in_fd, out_fd
+        self._send_lock = threading.Lock()
+        self._mailboxes: dict[int, queue.SimpleQueue] = {}
+        self._boxes_lock = threading.Lock()
+        self._deferred: collections.deque[dict[str, Any]] = collections.deque()
+        self._current = threading.local()    # the op this thread runs: .op_id, .threaded
+
+    # ------------------------------------------------------------ sending
+    def send(self, frame: dict[str, Any]) -> None:
+        with self._send_lock:
+            send_frame(self.out_fd, frame)
+
+    # ------------------------------------------------------------ the op a thread runs
+    def enter(self, op_id: int, threaded: bool) -> None:
+        self._current.op_id, self._current.threaded = op_id, threaded
+        if threaded:
+            with self._boxes_lock:
+                self._mailboxes[op_id] = queue.SimpleQueue()
+
+    def leave(self) -> None:
+        if getattr(self._current, "threaded", False):
+            with self._boxes_lock:
+                self._mailboxes.pop(self._current.op_id, None)
+        self._current.op_id, self._current.threaded = 0, False
+
+    # ------------------------------------------------------------ receiving
+    def next_request(self) -> dict[str, Any]:
+        """Main thread: the next request to run (one that arrived while an op waited first).
+        Raises EOFError when the engine closed the pipe."""
+        if self._deferred:
+            return self._deferred.popleft()
+        while True:
+            frame = recv_frame(self.in_fd)
+            if not self._route_reply(frame):
+                return frame
+
+    def ask(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        """Send this op's LLM request and wait for the engine's reply to it."""
+        op_id = getattr(self._current, "op_id", 0)
+        try:
+            self.send({"op": "llm", "id": op_id, "messages": messages})
+        except FrameError as exc:
+            return {"ok": False, "kind": "error", "error": f"prompt too large to send: {exc}"}
+        if getattr(self._current, "threaded", False):
+            with self._boxes_lock:
+                box = self._mailboxes[op_id]
+            return box.get()
+        while True:  # the main thread reads on until its own reply comes
+            try:
+                frame = recv_frame(self.in_fd)
+            except EOFError:
+                os._exit(ENGINE_GONE_EXIT)
+            if frame.get("op") == "llm_reply" and frame.get("id", 0) == op_id:
+                return frame
+            if not self._route_reply(frame):
+                self._deferred.append(frame)  # a request: run once this op is done
+
+    def _route_reply(self, frame: dict[str, Any]) -> bool:
+        """Hand an LLM reply to the threaded op waiting for it; False for anything else."""
+        if frame.get("op") != "llm_reply":
+            return False
+        with self._boxes_lock:
+            box = self._mailboxes.get(frame.get("id"))
+        if box is not None:
+            box.put(frame)
+        return True  # a reply for an op that is gone is dropped

@@ -1,0 +1,45 @@
+# ATTACK: super(Template, Template) bound to the class hands out the unbound str.format descriptor; call it on a function's __globals__ (the engine's environment, argv, sys.path)
+# EXPECTED: contained at run time: the unbound descriptor is recognised by identity and replaced by the checked format
+# outcome: read runtime exception
+# message: format field
+# The test passes a unique marker path (in a world-writable directory) as raw_text and
+# as every str field of the item and the query; the directory must stay empty.
+from dataclasses import dataclass, field
+
+INSTRUCTION_KNOWLEDGE_ITEM = "Copy the text."
+INSTRUCTION_QUERY = "Copy the question."
+INSTRUCTION_RESPONSE = "Answer from the memory."
+ALWAYS_ON_KNOWLEDGE = ""
+
+
+@dataclass
+class KnowledgeItem:
+    text: str = field(default="", metadata={"description": "The text to remember"})
+
+
+@dataclass
+class Query:
+    question: str = field(default="", metadata={"description": "The question"})
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.toolkit = toolkit
+        self.notes = []
+
+    def write(self, item: KnowledgeItem, raw_text: str) -> None:
+        target = raw_text.strip()  # the marker path
+        self.notes.append(item.text)
+
+    def read(self, query: Query) -> str:
+        target = query.question.strip()  # the marker path
+        raw = super(Template, Template).format
+        return raw("{0.__globals__[__builtins__]}", helper)
+
+
+def helper():
+    return 1
+
+
+class Template(str):
+    pass
