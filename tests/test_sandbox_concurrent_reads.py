@@ -152,3 +152,35 @@ def test_a_single_read_limit_still_runs_reads_one_at_a_time():
             outs = [r.output for r in pool.map(lambda q: s.read({"text": q}), ["x", "y", "z"])]
         assert time.monotonic() - t0 >= 3 * LATENCY
     assert [o.split("|")[0] for o in outs] == ["x", "y", "z"]
+
+
+CHROMA_READS = HEADER + '''
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.col = toolkit.chroma.get_or_create_collection("notes")
+
+    def write(self, item, raw_text):
+        self.col.add(ids=[str(self.col.count())], documents=[raw_text])
+
+    def read(self, query):
+        found = self.col.query(query_texts=[query.text], n_results=3)
+        return " | ".join(found["documents"][0])[:2000]
+'''
+
+
+@pytest.mark.parametrize("launcher", ["fork", "subprocess"])
+def test_sixteen_reading_threads_fit_in_the_workers_address_space(launcher):
+    """Each thread's malloc arena reserves 64 MiB of address space; without a cap, 16 reading
+    threads under RLIMIT_AS could not even start ("can't start new thread")."""
+    from sandbox.engine.launch import SubprocessLauncher
+
+    kw = {"launcher": SubprocessLauncher()} if launcher == "subprocess" else {}
+    with ProgramSession(CHROMA_READS, limits=SandboxLimits(parallel_reads=16, memory_mb=1024), **kw) as s:
+        s.start()
+        for i in range(40):
+            s.write({"facts": ""}, f"episode {i} about topic {i % 7} " * 20)
+        with ThreadPoolExecutor(16) as pool:
+            outs = list(pool.map(lambda i: s.read({"text": f"topic {i % 7}"}).output, range(64)))
+        assert s.alive()
+    assert all(f"topic {i % 7}" in out for i, out in enumerate(outs))

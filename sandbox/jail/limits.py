@@ -58,7 +58,21 @@ def set_rlimits(memory_mb: int, cpu_s: int) -> str:
             raise LayerUnavailable(f"setrlimit({which}, {(soft, hard)}) failed: {exc}") from None
     # Writing past RLIMIT_FSIZE would kill the worker with SIGXFSZ; an EFBIG error is clearer.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    _cap_malloc_arenas()
     return "rlimits"
+
+
+M_ARENA_MAX = -8   # <malloc.h>
+
+
+def _cap_malloc_arenas() -> None:
+    """glibc gives each new thread a malloc arena that reserves 64 MiB of address space; under
+    RLIMIT_AS a worker reading on 16 threads ran out of address space ("can't start new thread")
+    long before it ran out of memory. Two arenas are plenty for one program."""
+    try:
+        _libc().mallopt(M_ARENA_MAX, 2)
+    except (AttributeError, OSError, LayerUnavailable):
+        pass  # not glibc: no arenas to cap
 
 
 @functools.lru_cache(maxsize=1)
