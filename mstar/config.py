@@ -100,6 +100,8 @@ class RunConfig:
     data: str | None = None
     theme: str | None = None           # keep one theme of a rubric task (e.g. emergency_referrals)
     metric: str | None = None          # score with this metric instead of the task's (e.g. llm_judge)
+    task_options: dict = dataclasses.field(default_factory=dict)  # a loader's own options, e.g.
+                                       # the sample's size and sample_seed, ALFWorld's split
     runs_dir: str = "runs"
     seeds: tuple[str, ...] = ("vector_search", "llm_summarizer", "experience_learner")
     evolution: EvolutionConfig = EvolutionConfig()

@@ -210,20 +210,26 @@ class Evolution:
 
     def finish(self, t_start: float, stop: _Stop | None = None, iterations_done: int | None = None) -> RunSummary:
         best = self.pool.best()
+        seed = max((e for e in self.pool.entries if e.parent_id is None),
+                   key=lambda e: (e.static_score, -self.pool.entries.index(e)))
         iterations = self.cfg.evolution.iterations if iterations_done is None else iterations_done
-        test = None
+        test = seed_test = None
         if self.task.test and stop is None:
             # Test questions need not be covered by the episodes chosen for validation, so the
-            # held-out evaluation writes every episode of the task. A stopped run skips it.
+            # held-out evaluation writes every episode of the task. The best seed is scored on
+            # the same questions, so the summary can say whether the gain holds (paired).
+            # A stopped run skips both.
             try:
-                with llm_scope.scoped("test"):
-                    test = self.executor.run(EvalJob(best.source, "test", None, all_episodes=True, keep=False))
+                test, seed_test = self._test_evaluations(best, seed)
             except ENDPOINT_ERRORS as exc:
                 stop = _Stop(f"the LLM endpoint failed during the test evaluation: {exc}", "endpoint")
         if test is not None:
             self.store.write_cases(best.program_id, "test", test.to_dict())
+        if seed_test is not None:
+            self.store.write_cases(seed.program_id, "test", seed_test.to_dict())
         summary = write_summary(self, best, test, iterations, time.perf_counter() - t_start,
-                                stop.reason if stop else None, stop.kind if stop else None)
+                                stop.reason if stop else None, stop.kind if stop else None,
+                                seed=seed, seed_test=seed_test)
         if stop is not None:  # no test event: the run is not finished, `mstar resume` continues it
             self._event(events.StoppedEvent(reason=stop.reason, iteration=iterations, kind=stop.kind,
                                             llm=self.router.spent_in("test")))
@@ -231,8 +237,17 @@ class Evolution:
         # The test event is written last: a run is finished exactly when its lineage ends with it.
         self._event(events.TestEvent(program_id=best.program_id, test_score=summary.test_score,
                                      per_category=summary.test_per_category, case_errors=test.case_errors if test else 0,
-                                     llm=self.router.spent_in("test")))
+                                     best_seed_id=seed.program_id, best_seed_test_score=summary.best_seed_test,
+                                     gain=summary.test_gain, llm=self.router.spent_in("test")))
         return summary
+
+    def _test_evaluations(self, best: PoolEntry, seed: PoolEntry) -> tuple[EvalResult, EvalResult]:
+        jobs = [best] if best.program_id == seed.program_id else [best, seed]
+        with llm_scope.scoped("test"), ThreadPoolExecutor(len(jobs), thread_name_prefix="test") as pool:
+            futures = [llm_scope.submit(pool, self.executor.run, EvalJob(e.source, "test", None, all_episodes=True,
+                                                                         keep=False)) for e in jobs]
+            results = [f.result() for f in futures]
+        return results[0], results[-1]
 
     def run(self, todo: list[int] | None = None) -> RunSummary:
         """The whole run. `todo`: the iterations still to do (a resumed run, mstar/run/resume.py,

@@ -47,6 +47,10 @@ def test_same_seed_gives_identical_lineage_and_a_complete_run_folder(tmp_path, m
             assert "sk-test-secret" not in path.read_text(errors="replace"), path
 
 
+def summary_test_cases(run, program_id):
+    return [c["score"] for c in json.loads((run / "cases" / f"{program_id}.test.json").read_text())["cases"]]
+
+
 def test_default_sample_run_beats_the_best_seed(tmp_path):
     """The README's main command with its defaults (20 iterations), as a user runs it."""
     out = tmp_path / "default-run"
@@ -59,5 +63,13 @@ def test_default_sample_run_beats_the_best_seed(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["best_static"] > summary["best_seed_static"], summary
     assert summary["test_per_category"], "per-category test scores missing"
+    # The gain carries over to the held-out test, and the last lines say so with the evidence.
+    gain = summary["test_gain"]
+    assert gain["low"] > 0 and gain["n"] == len(summary_test_cases(out, summary["best_id"]))
+    seed_cases = summary_test_cases(out, summary["best_seed_id"])
+    assert abs(sum(seed_cases) / len(seed_cases) - summary["best_seed_test"]) < 1e-9
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("test    "))
+    assert f"vs best seed {summary['best_seed_id']}" in line and f"{gain['mean']:+.3f}" in line
+    assert "the gain holds" in line
     events = _lineage(out)
     assert sum(e["event"] == "iteration" for e in events) == 20

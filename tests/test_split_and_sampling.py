@@ -320,9 +320,12 @@ def test_make_split_on_the_sample_task(sample):
     assert json.loads(json.dumps(split.to_dict()))["config"]["static_size"] == 25
 
 
-def test_make_split_selects_relevant_episodes(sample):
+def test_make_split_selects_relevant_episodes():
     # Budget smaller than the episode pool: facility location must run, and should prefer
-    # sessions that validation questions are about (their evidence sessions).
+    # sessions that validation questions are about (their evidence sessions). The small
+    # hand-written task: its sessions are topical, the generated task's are all alike.
+    from mstar.tasks.sample import bundled_sample_path
+    sample = load_task("sample", bundled_sample_path())
     split = make_split(sample, None, static_size=4, train_ratio=2, seed=3)
     assert len(split.train_episodes) == 8 and split.train_episodes == sorted(set(split.train_episodes))
     def coverage(ids):   # share of validation questions with at least one evidence session kept

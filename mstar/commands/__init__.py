@@ -16,3 +16,18 @@ def load_task_or_report(name: str, data: str | None, **kwargs):
     except (TaskError, FileNotFoundError, ValueError) as exc:
         print(f"mstar: cannot load task {name!r}: {exc}", file=sys.stderr)
         return None
+
+
+def add_task_options(p) -> None:
+    """A loader's own options, shared by evolve, eval and baselines (stored in the run's config)."""
+    p.add_argument("--size", type=float, default=None,
+                   help="size of the generated sample task (default 1: 50 sessions, 153 validation and "
+                        "357 test questions; 0.1-3.5)")
+    p.add_argument("--sample-seed", type=int, default=None, help="seed of the generated sample task (default 0)")
+
+
+def task_options(args) -> dict:
+    """The loader options given on the command line (see add_task_options)."""
+    named = {"size": getattr(args, "size", None), "sample_seed": getattr(args, "sample_seed", None),
+             "split": getattr(args, "task_split", None)}
+    return {k: v for k, v in named.items() if v is not None}

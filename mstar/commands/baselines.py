@@ -10,11 +10,14 @@ from pathlib import Path
 
 from mstar.config import ROLES, RunConfig
 
+from mstar.commands import add_task_options
+
 
 def register(sub) -> None:
     p = sub.add_parser("baselines", help="compare memory programs on a task's test split (paper Table 1)")
     p.add_argument("--task", default="sample", help="task name (built in: sample) or a .json task file")
     p.add_argument("--data", default=None, help="data file or folder for the task, when it needs one")
+    add_task_options(p)
     p.add_argument("--programs", default=None,
                    help="comma-separated programs: built-in names (seeds or baselines) or .py paths "
                         "(default: the paper's baselines plus ACE, GraphMemory and SelfMem)")
@@ -55,7 +58,7 @@ def cmd_baselines(args) -> int:
     from mstar.llm.router import LLMRouter
     from mstar.llm.types import LLMError
     from mstar.program.sources import load_program_source
-    from mstar.commands import load_task_or_report
+    from mstar.commands import load_task_or_report, task_options
 
     try:
         programs = parse_programs(args.programs)
@@ -64,7 +67,7 @@ def cmd_baselines(args) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
-    task = load_task_or_report(args.task, args.data)
+    task = load_task_or_report(args.task, args.data, **task_options(args))
     if task is None:
         return 2
     try:

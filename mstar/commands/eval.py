@@ -16,6 +16,8 @@ from pathlib import Path
 
 SPLITS = ("test", "validation", "static")
 
+from mstar.commands import add_task_options
+
 
 def register(sub) -> None:
     from mstar.commands.evolve import add_llm_args
@@ -25,6 +27,7 @@ def register(sub) -> None:
     p.add_argument("program", help="a .py memory program (e.g. from `mstar export`) or a built-in seed name")
     p.add_argument("--task", required=True, help="task name or task file (as for `mstar evolve`)")
     p.add_argument("--data", default=None, help="data file or folder for the task, when it needs one")
+    add_task_options(p)
     p.add_argument("--theme", default=None, help="keep one theme of a rubric task")
     p.add_argument("--metric", default=None, help="score with this metric instead of the task's own")
     p.add_argument("--split", choices=SPLITS, default="test", help="which queries to score (default: test)")
@@ -63,7 +66,7 @@ def cmd_eval(args) -> int:
     from mstar.llm.types import LLMError
     from mstar.program.sources import load_program_source
     from mstar.run.store import atomic_write_text
-    from mstar.commands import load_task_or_report
+    from mstar.commands import load_task_or_report, task_options
     from sandbox.engine.terminal import terminal_safe
 
     try:
@@ -71,7 +74,7 @@ def cmd_eval(args) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
-    task = load_task_or_report(args.task, args.data, theme=args.theme, metric=args.metric)
+    task = load_task_or_report(args.task, args.data, theme=args.theme, metric=args.metric, **task_options(args))
     if task is None:
         return 2
     queries, episodes = _queries_and_episodes(task, args)

@@ -8,6 +8,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from mstar.commands import add_task_options, task_options
 from mstar.config import ROLES, EvolutionConfig, LLMConfig, RunConfig
 from mstar.llm.live import both, cache_line
 from mstar.run.progress import ProgressPrinter  # noqa: F401  (re-exported: it used to live here)
@@ -24,6 +25,7 @@ def add_evolve_args(p: argparse.ArgumentParser) -> None:
                    help="sample, locomo, healthbench, prbench, formula, finer, jsonl, json, or a .json/.toml "
                         "task file (see docs/tasks.md)")
     p.add_argument("--data", default=None, help="data file or folder for the task, when it needs one")
+    add_task_options(p)
     p.add_argument("--theme", default=None,
                    help="keep one theme of a rubric task: a HealthBench theme (emergency_referrals, "
                         "health_data_tasks, ...) or a PRBench field (finance, legal)")
@@ -119,7 +121,7 @@ def resolve_config(args) -> RunConfig:
                   executor=args.executor, ray_address=args.ray_address)
     return RunConfig(name=name, task=args.task, data=args.data, runs_dir=runs_dir, seeds=seeds,
                      theme=getattr(args, "theme", None), metric=getattr(args, "metric", None),
-                     evolution=evo, llm=resolve_llm(args))
+                     task_options=task_options(args), evolution=evo, llm=resolve_llm(args))
 
 
 def check_numbers(args) -> str | None:
@@ -156,7 +158,7 @@ def cmd_evolve(args) -> int:
     if problem:
         print(f"mstar: {problem}", file=sys.stderr)
         return 2
-    task = load_task_or_report(cfg.task, cfg.data, theme=cfg.theme, metric=cfg.metric)
+    task = load_task_or_report(cfg.task, cfg.data, theme=cfg.theme, metric=cfg.metric, **cfg.task_options)
     if task is None:
         return 2
     from mstar.split.embed import make_embedder
@@ -245,15 +247,29 @@ def live_spend(router, cfg, task, evo, *, quiet: bool):
                      show=paid and not quiet)
 
 
+def test_line(summary) -> str:
+    """The held-out verdict: the best program's test score beside the best seed's, paired."""
+    if summary.test_score is None:
+        return "test    not run"
+    line = f"test    {summary.best_id} {summary.test_score:.3f}"
+    gain = getattr(summary, "test_gain", None)
+    if not gain:
+        return line + " (the best program is the best seed)"
+    verdict = ("the gain holds" if gain["mean"] > 0 else "the seed is better") if gain["significant"] \
+        else "no difference can be told on these questions"
+    return (line + f" vs best seed {summary.best_seed_id} {summary.best_seed_test:.3f}: {gain['mean']:+.3f} "
+            f"[{gain['low']:+.3f}, {gain['high']:+.3f}] (95% paired, {gain['n']} questions) -- {verdict}")
+
+
 def print_done(summary, root) -> None:
     if summary.stop_reason:
         hint = "--max-usd or --max-tokens with a larger budget" if summary.stop_kind == "budget" else \
             "once the endpoint works again"
         print(f"stopped {summary.stop_reason}")
         print(f"resume  mstar resume {root}  ({hint}); no test evaluation was run, nothing done is lost")
-    test = f"{summary.test_score:.3f}" if summary.test_score is not None else "not run"
-    print(f"done    best {summary.best_id} static {summary.best_static:.3f} "
-          f"(best seed {summary.best_seed_static:.3f}); test {test}; "
-          f"{summary.children_added}/{summary.iterations} iterations added a child; {summary.seconds:.1f}s")
+    print(f"done    best {summary.best_id} static {summary.best_static:.3f} (best seed "
+          f"{summary.best_seed_static:.3f}); {summary.children_added}/{summary.iterations} iterations added "
+          f"a child; {summary.seconds:.1f}s")
+    print(test_line(summary))
     print(f"files   {root}/best_program.py, lineage.jsonl, programs/, cases/")
     print(f"next    mstar lineage {root} | mstar report {root} | mstar export {root} --out best.py")

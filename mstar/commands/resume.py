@@ -56,7 +56,7 @@ def cmd_resume(args) -> int:
             state.config = cfg = replace(cfg, evolution=replace(cfg.evolution, iterations=args.iterations))
             store.write_config(cfg.to_dict())
         task = load_task_or_report(cfg.task, cfg.data, theme=getattr(cfg, "theme", None),
-                                   metric=getattr(cfg, "metric", None))
+                                   metric=getattr(cfg, "metric", None), **cfg.task_options)
         if task is None:
             return 2
         try:

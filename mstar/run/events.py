@@ -77,6 +77,9 @@ class TestEvent:
     test_score: float | None = None
     per_category: dict = field(default_factory=dict)
     case_errors: int = 0
+    best_seed_id: str | None = None          # the best seed by static score, scored on the same questions
+    best_seed_test_score: float | None = None
+    gain: dict | None = None                 # paired difference to it: mean, low, high, n (mstar.stats)
     llm: dict = field(default_factory=dict)
 
 

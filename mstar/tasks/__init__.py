@@ -49,7 +49,8 @@ LOADERS: dict[str, Loader] = {
     "jsonl": load_jsonl_task,
 }
 # Which loaders take which options (anything else is an error, not silently ignored).
-LOADER_OPTIONS: dict[str, tuple[str, ...]] = {"healthbench": ("theme",), "prbench": ("theme",)}
+LOADER_OPTIONS: dict[str, tuple[str, ...]] = {"healthbench": ("theme",), "prbench": ("theme",),
+                                               "sample": ("size", "sample_seed")}
 
 
 def register_loader(name: str, loader: Loader, options: tuple[str, ...] = ()) -> None:
@@ -61,13 +62,15 @@ def register_loader(name: str, loader: Loader, options: tuple[str, ...] = ()) ->
 
 
 def load_task(name: str, data: str | None = None, *, theme: str | None = None,
-              metric: str | None = None) -> Task:
+              metric: str | None = None, split: str | None = None, **extra) -> Task:
     """Load a task by registry name (or a .json / .toml task file given as the name).
 
     theme:  keep only one theme's rows (rubric tasks: a HealthBench theme, a PRBench field);
-    metric: score with another metric than the task's own (e.g. "llm_judge" for LoCoMo's L-J).
+    metric: score with another metric than the task's own (e.g. "llm_judge" for LoCoMo's L-J);
+    split:  which evaluation split (ALFWorld: "seen" or "unseen");
+    extra:  a loader's own options (the sample: size, sample_seed), checked against LOADER_OPTIONS.
     """
-    options = {"theme": theme} if theme else {}
+    options = {k: v for k, v in (("theme", theme), ("split", split), *extra.items()) if v is not None and v != ""}
     if name in LOADERS:
         unsupported = sorted(set(options) - set(LOADER_OPTIONS.get(name, ())))
         if unsupported:

@@ -1,24 +1,34 @@
-"""The bundled toy task (mstar/data/sample_task.json): invented LoCoMo-style chats, token F1."""
+"""The sample task: generated from a seed by default, or loaded from a JSON task file.
+
+`load_sample(None)` builds the procedural task of mstar/tasks/sample_gen.py (invented
+LoCoMo-style multi-session chats, token F1) at the default seed and size; `seed=` and `size=`
+pick another one. `load_sample(path)` loads a task file in the JSON task format instead, e.g.
+the small hand-written task bundled as mstar/data/sample_task.json (`bundled_sample_path()`).
+"""
 from __future__ import annotations
 
-import json
 from importlib import resources
 
-from mstar.tasks.jsonfile import load_json_task, task_from_dict
+from mstar.tasks.jsonfile import load_json_task
 from mstar.tasks.model import Task, TaskError
+from mstar.tasks.sample_gen import DEFAULT_SEED, DEFAULT_SIZE, generate_sample
 
 
-def load_sample(data: str | None = None) -> Task:
-    # `data` lets a user point the sample loader at an edited copy of the file.
+def load_sample(data: str | None = None, *, seed: int | None = None, size: float | None = None,
+                sample_seed: int | None = None) -> Task:
+    # `data` lets a user point the sample loader at a JSON task file (an edited copy, the
+    # bundled hand-written task); seed and size only apply to the generated task.
+    # (`sample_seed` is the name the CLI and load_task use, beside the run's own --seed.)
     if data is not None:
+        if size is not None or sample_seed is not None or seed is not None:
+            raise TaskError("--size and --sample-seed shape the generated sample; a task file given with "
+                            "--data has its own size")
         return load_json_task(data)
-    resource = resources.files("mstar") / "data" / "sample_task.json"
-    try:
-        text = resource.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TaskError(f"{resource}: the bundled sample task is missing from the installation") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TaskError(f"{resource}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    return task_from_dict(raw, str(resource), default_name="sample")
+    chosen = sample_seed if sample_seed is not None else seed
+    return generate_sample(seed=DEFAULT_SEED if chosen is None else chosen,
+                           size=DEFAULT_SIZE if size is None else size)
+
+
+def bundled_sample_path() -> str:
+    """Path of the small hand-written sample task (20 sessions, 80 questions)."""
+    return str(resources.files("mstar") / "data" / "sample_task.json")
