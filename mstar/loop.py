@@ -140,7 +140,8 @@ class Evolution:
                     program_id=pid, title=f"seed: {label}", static_score=res.mean_score,
                     per_category=res.per_category, error=res.error, case_errors=res.case_errors,
                     llm=self.router.spent_in(pid),
-                    timing={"eval_s": round(res.seconds, 3), "sandbox_s": round(res.sandbox_seconds, 3)},
+                    timing={"eval_s": round(res.seconds, 3), "sandbox_s": round(res.sandbox_seconds, 3),
+                            "chain_calls": res.chain_calls},
                     seconds=round(time.perf_counter() - t0, 3)))
 
     def _seed_eval(self, pid: str, source: str) -> EvalResult:
@@ -161,11 +162,12 @@ class Evolution:
             lineage = self.pool.lineage_lines(parent.program_id)
             tried = self.failures.notes(parent.program_id)
         if ev.rotating == "reuse" and (rot := self.static_result(parent.program_id)) is not None:
-            batch, timing = [], {"rotating_eval_s": 0.0, "rotating_sandbox_s": 0.0}
+            batch, timing = [], {"rotating_eval_s": 0.0, "rotating_sandbox_s": 0.0, "rotating_chain_calls": 0}
         else:
             batch = self.split.rotating(iteration)
             rot = self.executor.run(EvalJob(parent.source, "validation", tuple(batch)))
-            timing = {"rotating_eval_s": round(rot.seconds, 3), "rotating_sandbox_s": round(rot.sandbox_seconds, 3)}
+            timing = {"rotating_eval_s": round(rot.seconds, 3), "rotating_sandbox_s": round(rot.sandbox_seconds, 3),
+                      "rotating_chain_calls": rot.chain_calls, "rotating_reused_kb": rot.reused_kb}
         cases = [c.__dict__ for c in rot.cases if c.scored]
         picked = self.strategies.failures.sample(cases, ev.failures_per_iteration, rng)
         inp = ReflectionInput(
@@ -190,7 +192,8 @@ class Evolution:
         child = None
         if outcome.status == "ok":
             res = self.executor.run(self._static_job(outcome.source))
-            timing.update(child_eval_s=round(res.seconds, 3), child_sandbox_s=round(res.sandbox_seconds, 3))
+            timing.update(child_eval_s=round(res.seconds, 3), child_sandbox_s=round(res.sandbox_seconds, 3),
+                          child_chain_calls=res.chain_calls)
             child = PoolEntry(f"iter_{iteration:03d}", parent.program_id, iteration, outcome.source,
                               res.mean_score, outcome.title, res.per_category)
             record.program_id, record.static_score, record.per_category = child.program_id, res.mean_score, res.per_category
@@ -214,6 +217,7 @@ class Evolution:
                    key=lambda e: (e.static_score, -self.pool.entries.index(e)))
         iterations = self.cfg.evolution.iterations if iterations_done is None else iterations_done
         test = seed_test = None
+        t_test = time.perf_counter()
         if self.task.test and stop is None:
             # Test questions need not be covered by the episodes chosen for validation, so the
             # held-out evaluation writes every episode of the task. The best seed is scored on
@@ -238,16 +242,19 @@ class Evolution:
         self._event(events.TestEvent(program_id=best.program_id, test_score=summary.test_score,
                                      per_category=summary.test_per_category, case_errors=test.case_errors if test else 0,
                                      best_seed_id=seed.program_id, best_seed_test_score=summary.best_seed_test,
-                                     gain=summary.test_gain, llm=self.router.spent_in("test")))
+                                     gain=summary.test_gain, llm=self.router.spent_in("test"),
+                                     timing={"eval_s": round(test.seconds, 3) if test else 0.0,
+                                             "chain_calls": test.chain_calls if test else 0,
+                                             "seconds": round(time.perf_counter() - t_test, 3)}))
         return summary
 
-    def _test_evaluations(self, best: PoolEntry, seed: PoolEntry) -> tuple[EvalResult, EvalResult]:
+    def _test_evaluations(self, best: PoolEntry, seed: PoolEntry) -> tuple[EvalResult, EvalResult | None]:
         jobs = [best] if best.program_id == seed.program_id else [best, seed]
         with llm_scope.scoped("test"), ThreadPoolExecutor(len(jobs), thread_name_prefix="test") as pool:
             futures = [llm_scope.submit(pool, self.executor.run, EvalJob(e.source, "test", None, all_episodes=True,
                                                                          keep=False)) for e in jobs]
             results = [f.result() for f in futures]
-        return results[0], results[-1]
+        return results[0], (results[1] if len(results) > 1 else None)
 
     def run(self, todo: list[int] | None = None) -> RunSummary:
         """The whole run. `todo`: the iterations still to do (a resumed run, mstar/run/resume.py,

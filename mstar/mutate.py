@@ -19,8 +19,16 @@ from mstar.llm.types import LLMError
 from mstar.program.frozen import FrozenPartError, check_frozen
 from mstar.patch import PatchError, apply_patch
 from mstar.reflect import ReplyError, build_compile_fix_messages, parse_reply
+from mstar.offline.toolkit_model import OfflineToolkitModel
 from sandbox.engine.gates import run_gates
 from sandbox.engine.session import SandboxLimits
+
+
+# The gates' smoke test checks mechanics -- types, sizes, the time limit, the call budget -- on a
+# small invented corpus; the program's toolkit calls there are answered by the offline toolkit
+# model, so a candidate costs no spend and no waiting before it is scored (the evaluation that
+# follows uses the run's real toolkit model).
+SMOKE_TOOLKIT = OfflineToolkitModel()
 
 
 @dataclass
@@ -87,7 +95,7 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
                 return MutationOutcome("duplicate", candidate, title, body, records, gate_seconds)
             t_gates = time.perf_counter()
             report = run_gates(candidate, allowed_imports=sandbox.allowed_imports, limits=limits,
-                               llm=lambda m: router.text("toolkit", m))
+                               llm=SMOKE_TOOLKIT.complete)
             gate_seconds += time.perf_counter() - t_gates
             rec["gates"] = {"ok": report.ok, "stage": report.stage, "error": report.error}
             if report.ok:

@@ -32,6 +32,7 @@ class CaseResult:
     error: str | None = None           # the program failed on this case (its read raised)
     score_details: dict = field(default_factory=dict)   # e.g. a rubric's per-criterion verdicts
     llm_error: str | None = None       # an LLM call of this case failed after retries: not scored
+    judge_calls: int = 0
 
     @property
     def scored(self) -> bool:
@@ -47,6 +48,7 @@ class WriteRecord:
     debug_logs: list[str] = field(default_factory=list)
     error: str | None = None
     llm_error: str | None = None       # the extraction failed after retries (defaults were written)
+    toolkit_calls: int = 0
 
 
 @dataclass
@@ -63,6 +65,17 @@ class EvalResult:
     calls: int = 0                      # LLM calls this evaluation made (agent and judge)
     reused_kb: bool = False             # the ingested knowledge base was kept from an earlier evaluation
     load_warnings: list[str] = field(default_factory=list)   # "contract: ..." notes (shown to the reflector)
+    chain_calls: int = 0                # LLM calls that had to happen one after another (benchmarks'
+                                        # critical-path bound: chain_calls x latency)
+
+    def critical_chain(self) -> int:
+        """The longest run of LLM calls that depend on each other in this evaluation: the
+        extraction wave and every toolkit call of the writes (they run in episode order), then
+        for the slowest case its query formulation (asked at the start), the toolkit calls of its
+        read, its answer and its judge calls."""
+        ingest = (1 if self.writes and not self.reused_kb else 0) + sum(w.toolkit_calls for w in self.writes
+                                                                         if not self.reused_kb)
+        return max((max(ingest, 1) + c.toolkit_calls + 1 + c.judge_calls for c in self.cases), default=ingest)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -73,7 +86,8 @@ class EvalResult:
         def build(kind, d):
             names = {f.name for f in fields(kind)}
             return kind(**{k: v for k, v in d.items() if k in names})
-        out = build(cls, {k: v for k, v in data.items() if k not in ("cases", "writes")})
+        out = build(cls, {**{k: v for k, v in data.items() if k not in ("cases", "writes")},
+                          "cases": [], "writes": []})
         out.cases = [build(CaseResult, c) for c in data.get("cases", [])]
         out.writes = [build(WriteRecord, w) for w in data.get("writes", [])]
         return out

@@ -199,6 +199,7 @@ def evaluate(
     result = summarise(cases, writes, program.fatal, time.perf_counter() - t0, program.sandbox_s,
                        calls.total, calls.failed, reused=kept is not None)
     result.load_warnings = [w for w in info.warnings if w.startswith("contract:")]
+    result.chain_calls = result.critical_chain()
     return result
 
 
@@ -224,7 +225,8 @@ def _ingest(program: _Program, episodes, extract, info) -> list[WriteRecord]:
         if program.fatal is None:
             failures = program.toolkit.watch(program.calls)
             try:
-                rec.debug_logs = program.op(program.session.write, item, ep.text).logs
+                res = program.op(program.session.write, item, ep.text)
+                rec.debug_logs, rec.toolkit_calls = res.logs, res.llm_calls
             except SandboxError as exc:
                 rec.error = str(exc)
             program.toolkit.check()
@@ -280,6 +282,7 @@ def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_
         except FatalLLMError as exc:  # the metric would swallow it as a failed criterion
             fatal.append(exc)
             raise RuntimeError(str(exc)) from None
+        case.judge_calls += 1
         if err is not None:
             judge_errors.append(err)
             raise RuntimeError(err)  # the metric records the criterion as not met; we mark the case

@@ -47,12 +47,30 @@ def connect(address: str | None) -> None:
     ray = require_ray()
     if ray.is_initialized():
         return
+    _check_reachable(address)
     try:
         ray.init(address=address, ignore_reinit_error=True, include_dashboard=False,
                  log_to_driver=False, logging_level="ERROR")
     except Exception as exc:  # noqa: BLE001 -- ConnectionError, RuntimeError, ...: one line for the user
         raise ExecutorError(f"cannot reach the Ray cluster at {address or 'a new local Ray'}: "
                             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+
+
+def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
+    """Ray's own client retries an unreachable address for minutes; a plain TCP connect tells in
+    seconds whether anything listens there."""
+    import socket
+
+    if not address or address == "auto":
+        return
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ExecutorError(f"--ray-address {address!r}: give auto or HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ExecutorError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
 
 
 def _evaluate_remote(task: Task, train_indices: list[int], job: EvalJob, cfg_dict: dict) -> tuple[dict, list[dict]]:

@@ -81,6 +81,7 @@ class TestEvent:
     best_seed_test_score: float | None = None
     gain: dict | None = None                 # paired difference to it: mean, low, high, n (mstar.stats)
     llm: dict = field(default_factory=dict)
+    timing: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""How long a run waits, against the waiting it cannot avoid (issue 12).
+
+    python bench/bench_throughput.py [--latency 0.3] [--iterations 5] [--no-ray]
+
+The project's fake OpenAI server (offline models behind it, every request answered after
+`--latency` seconds) serves every role; mstar talks to it with the real `openai` client and no
+response cache, so every call is a request. The task: the first 30 sessions of LoCoMo (the
+paper's order) with the questions whose evidence lies in them -- 178 validation questions
+(static 25, rotating 5) and, for the final evaluation, all 191.
+
+Each figure is printed beside its critical-path bound: the LLM calls that had to happen one
+after another (recorded by the evaluator per evaluation, `chain_calls`, plus the reflector's
+calls of the iteration) times the latency, or -- when it is larger -- the calls of the busiest
+role divided by its calls in flight (64) times the latency. Sandbox and gate time count as zero
+in the bound, so wall / bound >= 1 always.
+
+Rows: seconds per iteration at K=1 (--rotating reuse and fresh), the seed evaluation (3 seeds
+at once), the final evaluation (the best program and the best seed on 191 questions), children
+per hour at K=4 vs K=1, and the same run on a local Ray of 2 workers (overhead per evaluation;
+lineage shape, spend counted once). Each configuration runs once untimed first, so that the
+server has learnt its replies and spends no CPU of its own in the timed run.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mstar.cli import main as mstar_main  # noqa: E402
+from mstar.config import ROLES  # noqa: E402
+from mstar.run import events as ev_types  # noqa: E402
+
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+IN_FLIGHT = 64
+
+
+def build_task(folder: Path) -> Path:
+    from mstar.tasks import load_task
+
+    full = load_task("locomo", str(LOCOMO))
+    episodes = list(full.episodes[:30])
+    kept = {e.id for e in episodes}
+    covered = lambda q: bool(q.meta.get("evidence_sessions")) and set(q.meta["evidence_sessions"]) <= kept  # noqa: E731
+    val = [q for q in full.validation if covered(q)]
+    test = val + [q for q in full.test if covered(q)]
+    as_dict = lambda q, tag="": {"id": q.id + tag, "question": q.question, "answer": q.answer,  # noqa: E731
+                                 "category": q.category}
+    data = {"name": "locomo30", "metric": "token_f1", "episodes": [{"id": e.id, "text": e.text} for e in episodes],
+            "validation": [as_dict(q) for q in val], "test": [as_dict(q, "/final") for q in test]}
+    path = folder / "locomo30.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@contextlib.contextmanager
+def fake_server(latency: float):
+    proc = subprocess.Popen([sys.executable, "-m", "mstar.testing.fake_server", "--latency", str(latency), "--memo"],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        if not url.startswith("http"):
+            raise SystemExit(f"the fake server did not start (said {url!r})")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def config_file(folder: Path, url: str) -> Path:
+    lines = ["[llm]", 'cache_dir = ""', "[llm.defaults]", 'backend = "openai"', f'base_url = "{url}"',
+             f"concurrency = {IN_FLIGHT}", "timeout_s = 600"]
+    for role in ROLES:
+        lines += [f"[llm.{role}]", f'model = "offline-{role}"', f'[llm.prices."offline-{role}"]', "input = 0", "output = 0"]
+    path = folder / "fake.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def evolve(out: Path, task: Path, cfg: Path, iterations: int, *extra: str) -> float:
+    argv = ["evolve", "--task", str(task), "--iterations", str(iterations), "--seed", "0", "--static-size", "25",
+            "--out", str(out), "--config", str(cfg), "--quiet", *extra]
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()) as said, contextlib.redirect_stderr(io.StringIO()):
+        rc = mstar_main(argv)
+    if rc != 0:
+        raise SystemExit(f"{out.name}: evolve exited with {rc}\n{said.getvalue()[-1500:]}")
+    return time.perf_counter() - t0
+
+
+def usage_by_scope(run: Path) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for line in (run / "llm_usage.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        out.setdefault(rec.get("scope") or "", []).append(rec)
+    return out
+
+
+def throughput_calls(records: list[dict]) -> float:
+    """The busiest role's requests (retries included) over its calls in flight, in units of one latency."""
+    by_role: dict[str, int] = {}
+    for r in records:
+        by_role[r["role"]] = by_role.get(r["role"], 0) + 1 + r.get("retries", 0)
+    return max((math.ceil(n / IN_FLIGHT) for n in by_role.values()), default=0)
+
+
+def measure(run: Path, wall: float, latency: float) -> dict:
+    evs = ev_types.read_lineage(run / "lineage.jsonl")
+    scopes = usage_by_scope(run)
+    seeds, its = ev_types.seeds(evs), ev_types.iterations(evs)
+    test = next(e for e in evs if isinstance(e, ev_types.TestEvent))
+    seed_bound = max(max(e.timing["chain_calls"] for e in seeds),
+                     throughput_calls([r for e in seeds for r in scopes.get(e.program_id, [])]))
+    it_rows = []
+    for e in its:
+        recs = scopes.get(f"iter_{e.iteration:03d}", [])
+        reflector = sum(1 for r in recs if r["role"] == "reflector")
+        chain = e.timing.get("rotating_chain_calls", 0) + reflector + e.timing.get("child_chain_calls", 0)
+        it_rows.append((e.seconds, max(chain, throughput_calls(recs)) * latency))
+    test_bound = max(test.timing["chain_calls"], throughput_calls(scopes.get("test", [])))
+    seed_wall = max(e.seconds for e in seeds)
+    return {"iter": statistics.mean(s for s, _ in it_rows), "iter_bound": statistics.mean(b for _, b in it_rows),
+            "seed": seed_wall, "seed_bound": seed_bound * latency,
+            "test": test.timing["seconds"], "test_bound": test_bound * latency, "test_n": len(json.loads(
+                (run / "cases" / f"{test.program_id}.test.json").read_text())["cases"]),
+            "children": sum(e.added_child for e in its), "iter_phase": wall - seed_wall - test.timing["seconds"],
+            "events": [(type(e).__name__, getattr(e, "iteration", 0)) for e in evs],
+            "child_eval": statistics.mean(e.timing["child_eval_s"] for e in its if "child_eval_s" in e.timing),
+            "calls": sum(len(v) for v in scopes.values()), "ledger": json.loads((run / "summary.json").read_text())
+            ["llm"]["total"]["calls"]}
+
+
+def row(name: str, wall: float, bound: float, target: str) -> str:
+    return f"| {name:<44} | {wall:>8.2f} | {bound:>8.2f} | {wall / bound if bound else float('inf'):>7.2f} | {target:<12} |"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--latency", type=float, default=0.3)
+    ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--no-ray", action="store_true", help="skip the Ray row")
+    args = ap.parse_args()
+    if not LOCOMO.exists():
+        print(f"needs LoCoMo at {LOCOMO} (../shared/data beside the clone)", file=sys.stderr)
+        return 2
+    L, n = args.latency, args.iterations
+    with tempfile.TemporaryDirectory() as tmp, fake_server(L) as url:
+        tmp = Path(tmp)
+        task, cfg = build_task(tmp), config_file(tmp, url)
+        runs = {"reuse": ["--rotating", "reuse"], "fresh": ["--rotating", "fresh"],
+                "k4": ["--rotating", "fresh", "--parallel", "4"], "k1": ["--rotating", "fresh"]}
+        results = {}
+        for name, extra in runs.items():
+            its = n if name in ("reuse", "fresh") else 2 * n
+            evolve(tmp / f"warm-{name}", task, cfg, its, *extra)            # the server learns its replies
+            wall = evolve(tmp / name, task, cfg, its, *extra)
+            results[name] = measure(tmp / name, wall, L)
+        ray_result = None
+        if not args.no_ray:
+            try:
+                import ray
+                ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+                evolve(tmp / "warm-ray", task, cfg, n, "--rotating", "reuse", "--executor", "ray")
+                wall = evolve(tmp / "ray", task, cfg, n, "--rotating", "reuse", "--executor", "ray")
+                ray_result = measure(tmp / "ray", wall, L)
+                ray.shutdown()
+            except ImportError:
+                print("(Ray row skipped: pip install -e '.[ray]')")
+    r, f = results["reuse"], results["fresh"]
+    print(f"fake server at {L * 1000:.0f} ms per call, {IN_FLIGHT} calls in flight per role, no response cache; "
+          f"LoCoMo, 30 sessions, static 25, rotating 5, {n} iterations")
+    print()
+    print(f"| {'figure (seconds)':<44} | {'wall':>8} | {'bound':>8} | {'ratio':>7} | {'target':<12} |")
+    print(f"|{'-' * 46}|{'-' * 10}|{'-' * 10}|{'-' * 9}|{'-' * 14}|")
+    print(row("per iteration, K=1, --rotating reuse", r["iter"], r["iter_bound"], "<= 1.3 s"))
+    print(row("per iteration, K=1, --rotating fresh", f["iter"], f["iter_bound"], "<= 2.0 s"))
+    print(row("seed evaluation, 3 seeds at once", r["seed"], r["seed_bound"], "<= 4 s"))
+    print(row(f"final evaluation, {r['test_n']} questions (+ best seed)", r["test"], r["test_bound"], "<= 4 s"))
+    k1, k4 = results["k1"], results["k4"]
+    per_hour = lambda m: 3600 * m["children"] / m["iter_phase"]  # noqa: E731
+    print()
+    print(f"children per hour, {2 * n} iterations: K=1 {per_hour(k1):.0f}, K=4 {per_hour(k4):.0f} -- "
+          f"{per_hour(k4) / per_hour(k1):.2f}x (target >= 3x)")
+    if ray_result is not None:
+        same = [k for k, _ in ray_result["events"]] == [k for k, _ in r["events"]]
+        print(f"Ray, 2 workers, same run as the first row: lineage of the same shape: {same}; "
+              f"calls in llm_usage.jsonl {ray_result['calls']} = ledger {ray_result['ledger']}; "
+              f"child evaluation {ray_result['child_eval']:.2f} s vs local {r['child_eval']:.2f} s "
+              f"(overhead {ray_result['child_eval'] - r['child_eval']:+.2f} s per evaluation); "
+              f"per iteration {ray_result['iter']:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
