@@ -4,14 +4,17 @@
     python bench/bench_throughput.py [--latency 0.3] [--iterations 5] [--no-ray]
 
 The project's fake OpenAI server (offline models behind it, every request answered after
-`--latency` seconds) serves every role; mstar talks to it with the real `openai` client and no
-response cache, so every call is a request. The task: the first 30 sessions of LoCoMo (the
+`--latency` seconds) serves every role; mstar talks to it with the real `openai` client and its
+default response cache (empty at the start of each timed run): a child whose extraction
+prompts equal its parent's gets those replies from the cache, as it would against a real
+endpoint. The task: the first 30 sessions of LoCoMo (the
 paper's order) with the questions whose evidence lies in them -- 178 validation questions
 (static 25, rotating 5) and, for the final evaluation, all 191.
 
-Each figure is printed beside its critical-path bound: the LLM calls that had to happen one
-after another (recorded by the evaluator per evaluation, `chain_calls`, plus the reflector's
-calls of the iteration) times the latency, or -- when it is larger -- the calls of the busiest
+Each figure is printed beside its critical-path bound: the requests that had to happen one
+after another (recorded by the evaluator per evaluation, `chain_calls` -- a call the cache
+answered costs no wait and is not counted -- plus the reflector's requests of the iteration)
+times the latency, or -- when it is larger -- the calls of the busiest
 role divided by its calls in flight (64) times the latency. Sandbox and gate time count as zero
 in the bound, so wall / bound >= 1 always.
 
@@ -78,12 +81,12 @@ def fake_server(latency: float):
         proc.wait(timeout=10)
 
 
-def config_file(folder: Path, url: str) -> Path:
-    lines = ["[llm]", 'cache_dir = ""', "[llm.defaults]", 'backend = "openai"', f'base_url = "{url}"',
+def config_file(folder: Path, url: str, cache: str) -> Path:
+    lines = ["[llm]", f'cache_dir = "{folder / cache}"', "[llm.defaults]", 'backend = "openai"', f'base_url = "{url}"',
              f"concurrency = {IN_FLIGHT}", "timeout_s = 600"]
     for role in ROLES:
         lines += [f"[llm.{role}]", f'model = "offline-{role}"', f'[llm.prices."offline-{role}"]', "input = 0", "output = 0"]
-    path = folder / "fake.toml"
+    path = folder / f"fake-{cache}.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -108,10 +111,12 @@ def usage_by_scope(run: Path) -> dict[str, list[dict]]:
 
 
 def throughput_calls(records: list[dict]) -> float:
-    """The busiest role's requests (retries included) over its calls in flight, in units of one latency."""
+    """The busiest role's requests (retries included, cache hits not) over its calls in flight,
+    in units of one latency."""
     by_role: dict[str, int] = {}
     for r in records:
-        by_role[r["role"]] = by_role.get(r["role"], 0) + 1 + r.get("retries", 0)
+        if not r.get("cache_hit"):
+            by_role[r["role"]] = by_role.get(r["role"], 0) + 1 + r.get("retries", 0)
     return max((math.ceil(n / IN_FLIGHT) for n in by_role.values()), default=0)
 
 
@@ -125,7 +130,7 @@ def measure(run: Path, wall: float, latency: float) -> dict:
     it_rows = []
     for e in its:
         recs = scopes.get(f"iter_{e.iteration:03d}", [])
-        reflector = sum(1 for r in recs if r["role"] == "reflector")
+        reflector = sum(1 + r.get("retries", 0) for r in recs if r["role"] == "reflector" and not r.get("cache_hit"))
         chain = e.timing.get("rotating_chain_calls", 0) + reflector + e.timing.get("child_chain_calls", 0)
         it_rows.append((e.seconds, max(chain, throughput_calls(recs)) * latency))
     test_bound = max(test.timing["chain_calls"], throughput_calls(scopes.get("test", [])))
@@ -157,28 +162,31 @@ def main() -> int:
     L, n = args.latency, args.iterations
     with tempfile.TemporaryDirectory() as tmp, fake_server(L) as url:
         tmp = Path(tmp)
-        task, cfg = build_task(tmp), config_file(tmp, url)
+        task = build_task(tmp)
         runs = {"reuse": ["--rotating", "reuse"], "fresh": ["--rotating", "fresh"],
                 "k4": ["--rotating", "fresh", "--parallel", "4"], "k1": ["--rotating", "fresh"]}
         results = {}
         for name, extra in runs.items():
             its = n if name in ("reuse", "fresh") else 2 * n
-            evolve(tmp / f"warm-{name}", task, cfg, its, *extra)            # the server learns its replies
-            wall = evolve(tmp / name, task, cfg, its, *extra)
+            # Untimed first: the server learns its replies. The timed run starts with an empty cache.
+            evolve(tmp / f"warm-{name}", task, config_file(tmp, url, f"cache-warm-{name}"), its, *extra)
+            wall = evolve(tmp / name, task, config_file(tmp, url, f"cache-{name}"), its, *extra)
             results[name] = measure(tmp / name, wall, L)
         ray_result = None
         if not args.no_ray:
             try:
                 import ray
                 ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-                evolve(tmp / "warm-ray", task, cfg, n, "--rotating", "reuse", "--executor", "ray")
-                wall = evolve(tmp / "ray", task, cfg, n, "--rotating", "reuse", "--executor", "ray")
+                evolve(tmp / "warm-ray", task, config_file(tmp, url, "cache-warm-ray"), n, "--rotating", "reuse",
+                       "--executor", "ray")
+                wall = evolve(tmp / "ray", task, config_file(tmp, url, "cache-ray"), n, "--rotating", "reuse",
+                              "--executor", "ray")
                 ray_result = measure(tmp / "ray", wall, L)
                 ray.shutdown()
             except ImportError:
                 print("(Ray row skipped: pip install -e '.[ray]')")
     r, f = results["reuse"], results["fresh"]
-    print(f"fake server at {L * 1000:.0f} ms per call, {IN_FLIGHT} calls in flight per role, no response cache; "
+    print(f"fake server at {L * 1000:.0f} ms per call, {IN_FLIGHT} calls in flight per role, response cache on; "
           f"LoCoMo, 30 sessions, static 25, rotating 5, {n} iterations")
     print()
     print(f"| {'figure (seconds)':<44} | {'wall':>8} | {'bound':>8} | {'ratio':>7} | {'target':<12} |")

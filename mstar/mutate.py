@@ -19,6 +19,7 @@ from mstar.llm.types import LLMError
 from mstar.program.frozen import FrozenPartError, check_frozen
 from mstar.patch import PatchError, apply_patch
 from mstar.reflect import ReplyError, build_compile_fix_messages, parse_reply
+from mstar.evaluation.sessions import LOAD_INFO
 from mstar.offline.toolkit_model import OfflineToolkitModel
 from sandbox.engine.gates import run_gates
 from sandbox.engine.session import SandboxLimits
@@ -99,6 +100,7 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
             gate_seconds += time.perf_counter() - t_gates
             rec["gates"] = {"ok": report.ok, "stage": report.stage, "error": report.error}
             if report.ok:
+                LOAD_INFO.put(candidate, report.load_info)   # its evaluation asks its prompts at once
                 rec["stage"] = "ok"
                 return MutationOutcome("ok", candidate, title, body, records, gate_seconds)
             error, rec["stage"] = f"gate failed at stage '{report.stage}': {report.error}", "gates"

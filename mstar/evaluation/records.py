@@ -33,6 +33,8 @@ class CaseResult:
     score_details: dict = field(default_factory=dict)   # e.g. a rubric's per-criterion verdicts
     llm_error: str | None = None       # an LLM call of this case failed after retries: not scored
     judge_calls: int = 0
+    waits: dict = field(default_factory=dict)   # requests made (not cache hits) per step: formulate,
+                                                # toolkit, answer, judge -- for critical_chain
 
     @property
     def scored(self) -> bool:
@@ -49,6 +51,7 @@ class WriteRecord:
     error: str | None = None
     llm_error: str | None = None       # the extraction failed after retries (defaults were written)
     toolkit_calls: int = 0
+    waits: dict = field(default_factory=dict)   # requests made per step: extract, toolkit
 
 
 @dataclass
@@ -69,13 +72,18 @@ class EvalResult:
                                         # critical-path bound: chain_calls x latency)
 
     def critical_chain(self) -> int:
-        """The longest run of LLM calls that depend on each other in this evaluation: the
-        extraction wave and every toolkit call of the writes (they run in episode order), then
-        for the slowest case its query formulation (asked at the start), the toolkit calls of its
-        read, its answer and its judge calls."""
-        ingest = (1 if self.writes and not self.reused_kb else 0) + sum(w.toolkit_calls for w in self.writes
-                                                                         if not self.reused_kb)
-        return max((max(ingest, 1) + c.toolkit_calls + 1 + c.judge_calls for c in self.cases), default=ingest)
+        """The longest run of requests that depend on each other in this evaluation (a call the
+        response cache answered costs no wait and does not count): the extraction wave and every
+        toolkit request of the writes (they run in episode order), then for the slowest case the
+        later of that and its query formulation (asked at the start), its read's toolkit
+        requests, its answer and its judge requests."""
+        ingest = 0
+        if not self.reused_kb:
+            ingest = max((w.waits.get("extract", 0) for w in self.writes), default=0) \
+                + sum(w.waits.get("toolkit", 0) for w in self.writes)
+        per_case = (max(ingest, c.waits.get("formulate", 0)) + c.waits.get("toolkit", 0) + c.waits.get("answer", 0)
+                    + c.waits.get("judge", 0) for c in self.cases)
+        return max(per_case, default=ingest)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 from mstar import agent
 from mstar.config import SandboxConfig
 from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, WriteRecord, summarise
-from mstar.evaluation.sessions import SessionCache, session_key
+from mstar.evaluation.sessions import LOAD_INFO, SessionCache, session_key
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
 from mstar.llm.types import FatalLLMError
@@ -61,18 +61,21 @@ class _Calls:
         self.router, self.total, self.failed, self.last = router, 0, 0, ""
         self._lock = threading.Lock()
 
-    def text(self, role: str, messages: list[dict]) -> tuple[str, str | None]:
+    def text(self, role: str, messages: list[dict]) -> tuple[str, str | None, int]:
+        """(reply, error, waited): waited is 1 when a request was made, 0 when the response
+        cache answered -- what the critical-path bound counts."""
         with self._lock:
             self.total += 1
         try:
-            return self.router.text(role, messages), None
+            resp = self.router.call(role, messages, allow_truncated=False)
+            return resp.text, None, 0 if resp.cache_hit else 1
         except FatalLLMError:
             raise
         except Exception as exc:  # noqa: BLE001 -- after the router's retries: this case's error
             with self._lock:
                 self.failed += 1
                 self.last = str(exc)
-            return "", str(exc)
+            return "", str(exc), 1
 
 
 class _Toolkit:
@@ -88,10 +91,11 @@ class _Toolkit:
     def __call__(self, messages: list[dict]) -> str:
         calls = getattr(self._case, "calls", None) or self.calls
         try:
-            text, err = calls.text("toolkit", messages)
+            text, err, waited = calls.text("toolkit", messages)
         except FatalLLMError as exc:
             self.fatal = self.fatal or exc
             raise
+        self._case.waited = getattr(self._case, "waited", 0) + waited
         if err is not None:
             failures = getattr(self._case, "failures", None)
             if failures is not None:
@@ -102,8 +106,12 @@ class _Toolkit:
     def watch(self, calls: _Calls) -> list[str]:
         """Start collecting this thread's toolkit failures (one case's read), counted in `calls`:
         a kept session may serve several evaluations, each counts its own."""
-        self._case.failures, self._case.calls = [], calls
+        self._case.failures, self._case.calls, self._case.waited = [], calls, 0
         return self._case.failures
+
+    def waited(self) -> int:
+        """Requests this thread's op waited for (toolkit calls the cache did not answer)."""
+        return getattr(self._case, "waited", 0)
 
     def check(self) -> None:
         if self.fatal is not None:
@@ -163,8 +171,12 @@ def evaluate(
             session = ProgramSession(source, allowed_imports=sandbox.allowed_imports,
                                      limits=sandbox_limits(sandbox), llm=llm_scope.bind(toolkit))
             program = _Program(session, toolkit, calls)
+            # Known from an earlier load (the gates, or an evaluation): the prompts are asked now
+            # and the worker starts meanwhile; else the worker's load comes first.
+            hint = LOAD_INFO.get(source)
+            starting = llm_scope.submit(llm_pool, program.op, session.start) if hint is not None else None
             try:
-                info = program.op(session.start)
+                info = hint or program.op(session.start)
             except SandboxError as exc:
                 session.close()
                 return _failed(queries, _verdict_dict(exc), time.perf_counter() - t0)
@@ -180,7 +192,18 @@ def evaluate(
                     consts["INSTRUCTION_KNOWLEDGE_ITEM"], ep.text, info.knowledge_item_schema)) for ep in episodes]
             q_futs = [llm_scope.submit(llm_pool, calls.text, "task", m) for m in q_msgs]
             pending += q_futs
+            if kept is None and starting is not None:
+                try:
+                    loaded = starting.result()
+                except SandboxError as exc:
+                    for f in pending:
+                        f.cancel()
+                    program.session.close()
+                    return _failed(queries, _verdict_dict(exc), time.perf_counter() - t0)
+                if not _same_prompts(loaded, info):   # cannot happen for the same text; checked anyway
+                    raise RuntimeError("the program's load differs from the one it was gated with")
             if kept is None:
+                LOAD_INFO.put(source, info)
                 writes = _ingest(program, episodes, pending[:len(episodes)], info)
             case_futs = [llm_scope.submit(case_pool, _case, program, calls, q, m, f, info, metric)
                          for q, m, f in zip(queries, q_msgs, q_futs)]
@@ -203,6 +226,11 @@ def evaluate(
     return result
 
 
+def _same_prompts(a, b) -> bool:
+    return (a.constants == b.constants and a.knowledge_item_schema == b.knowledge_item_schema
+            and a.query_schema == b.query_schema)
+
+
 def _done_with(session, kept, sessions, key, info, writes, *, keep: bool, toolkit=None) -> None:
     if kept is not None:
         sessions.release(kept)
@@ -216,17 +244,18 @@ def _ingest(program: _Program, episodes, extract, info) -> list[WriteRecord]:
     """Writes in episode order, each as soon as its extraction (and every write before it) is done."""
     writes = []
     for ep, fut in zip(episodes, extract):
-        reply, err = fut.result()
+        reply, err, waited = fut.result()
         obj, warn = agent.parse_json_object(reply) if err is None else (None, None)
         item, warns = agent.fill_fields(obj, info.knowledge_item_schema)
         warns = ([warn] if warn else []) + warns
         rec = WriteRecord(ep.id, ep.text[:MAX_RAW_IN_RECORD], item, warns,
-                          llm_error=f"task agent failed: {err}" if err else None)
+                          llm_error=f"task agent failed: {err}" if err else None, waits={"extract": waited})
         if program.fatal is None:
             failures = program.toolkit.watch(program.calls)
             try:
                 res = program.op(program.session.write, item, ep.text)
                 rec.debug_logs, rec.toolkit_calls = res.logs, res.llm_calls
+                rec.waits["toolkit"] = program.toolkit.waited()
             except SandboxError as exc:
                 rec.error = str(exc)
             program.toolkit.check()
@@ -239,12 +268,13 @@ def _ingest(program: _Program, episodes, extract, info) -> list[WriteRecord]:
 def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_fut, info,
           metric) -> CaseResult:
     """One query: formulate (already asked), read, answer, score."""
-    q_reply, q_err = q_fut.result()
+    q_reply, q_err, q_waited = q_fut.result()
     obj, warn = agent.parse_json_object(q_reply) if q_err is None else (None, None)
     qd, warns = agent.fill_fields(obj, info.query_schema)
     warns = ([warn] if warn else []) + warns
     case = CaseResult(q.id, q.question, q.answer, "", 0.0, q.category, qd, "",
-                      [q_msgs[-1], {"role": "assistant", "content": q_reply or ""}], warns)
+                      [q_msgs[-1], {"role": "assistant", "content": q_reply or ""}], warns,
+                      waits={"formulate": q_waited})
     if q_err is not None:
         case.llm_error = f"query formulation failed: {q_err}"
         return case
@@ -257,6 +287,7 @@ def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_
         case.retrieved, case.debug_logs, case.toolkit_calls = res.output or "", res.logs, res.llm_calls
     except SandboxError as exc:
         case.error = str(exc)
+    case.waits["toolkit"] = program.toolkit.waited()
     program.toolkit.check()
     if failures:  # what the program read was built on a failed call: not a verdict on the program
         case.llm_error = f"toolkit call failed: {failures[-1]}"
@@ -264,7 +295,7 @@ def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_
     consts = info.constants
     a_msgs = agent.build_answer_messages(consts["ALWAYS_ON_KNOWLEDGE"], case.retrieved, q.question,
                                          consts["INSTRUCTION_RESPONSE"])
-    a_reply, a_err = calls.text("task", a_msgs)
+    a_reply, a_err, case.waits["answer"] = calls.text("task", a_msgs)
     case.conversation += [a_msgs[-1], {"role": "assistant", "content": a_reply or ""}]
     if a_err is not None:
         case.llm_error = f"answer failed: {a_err}"
@@ -278,11 +309,12 @@ def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_
 
     def judge(messages: list[dict]) -> str:
         try:
-            text, err = calls.text("judge", messages)
+            text, err, waited = calls.text("judge", messages)
         except FatalLLMError as exc:  # the metric would swallow it as a failed criterion
             fatal.append(exc)
             raise RuntimeError(str(exc)) from None
         case.judge_calls += 1
+        case.waits["judge"] = case.waits.get("judge", 0) + waited
         if err is not None:
             judge_errors.append(err)
             raise RuntimeError(err)  # the metric records the criterion as not met; we mark the case

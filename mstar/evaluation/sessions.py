@@ -103,3 +103,37 @@ class SessionCache:
     def _close_if_idle(kept: KeptSession) -> None:
         if kept.evicted and kept.leases <= 0:
             kept.session.close()
+
+
+class LoadInfoMemo:
+    """What loading a program told the engine (schemas and constants), by program text.
+
+    With it an evaluation can ask its extraction and query-formulation calls before its own
+    worker has loaded the program -- the prompts need only the constants and the schemas -- and
+    start the worker meanwhile. The gates fill it (they loaded the child a moment ago), and so
+    does every evaluation. The worker's own load is still checked against it.
+    """
+
+    def __init__(self, keep: int = 256) -> None:
+        self.keep = keep
+        self._infos: OrderedDict[str, LoadInfo] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, source: str) -> LoadInfo | None:
+        with self._lock:
+            return self._infos.get(_digest(source))
+
+    def put(self, source: str, info: LoadInfo | None) -> None:
+        if info is None:
+            return
+        with self._lock:
+            self._infos[_digest(source)] = info
+            while len(self._infos) > self.keep:
+                self._infos.popitem(last=False)
+
+
+def _digest(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+LOAD_INFO = LoadInfoMemo()   # process-wide: the gates and the evaluations of one engine process

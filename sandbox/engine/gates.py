@@ -61,9 +61,12 @@ class GateReport:
     layers: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)     # accepted, but worth a look (LoadInfo.warnings)
     seconds: float = 0.0
+    load_info: Any = field(default=None, repr=False)     # the LoadInfo of the load (schemas, constants)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("load_info", None)   # the engine's business; the report's readers have the rest
+        return out
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, **kwargs)
@@ -168,6 +171,7 @@ def run_gates(source: str, *, allowed_imports: Sequence[str], limits: SandboxLim
         info = session.start()
         report.layers = list(info.layers)
         report.warnings = list(info.warnings)
+        report.load_info = info
         add_logs("load", info.logs)
         for i in range(writes):
             snippet = MOCK_CORPUS[i % len(MOCK_CORPUS)]

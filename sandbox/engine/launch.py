@@ -75,14 +75,16 @@ class Launcher(Protocol):
 
 class SubprocessLauncher:
     """A fresh isolated interpreter per worker (about 0.8 s to ready, chromadb's import is most
-    of it), in a new session and process group."""
+    of it), in a new session and process group. Started from the process's spawner thread: the
+    worker's parent-death signal follows the thread that started it, and a session may be
+    started from a pool thread yet outlive it (mstar keeps ingested knowledge bases alive)."""
 
     def launch(self, worker_args: list[str], *, env: dict[str, str], cwd: str,
                pass_fds: tuple[int, ...]) -> subprocess.Popen:
-        return subprocess.Popen(
+        return call_in_spawner_thread(lambda: subprocess.Popen(
             [sys.executable, "-I", "-c", BOOT, ENGINE_ROOT, *worker_args],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=env, cwd=cwd, start_new_session=True, close_fds=True, pass_fds=pass_fds)
+            env=env, cwd=cwd, start_new_session=True, close_fds=True, pass_fds=pass_fds))
 
 
 @dataclass

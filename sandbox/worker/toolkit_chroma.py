@@ -63,16 +63,16 @@ def make_chroma(client: Any, embedding_function: HashingEmbeddingFunction) -> An
                 return plain_out(raw.metadata)
 
             def add(self, ids, documents=None, metadatas=None, embeddings=None) -> None:
-                a = _record_args(ids, documents, metadatas, embeddings)
-                call(lambda: raw.add(**a))
+                for a in _one_at_a_time(_record_args(ids, documents, metadatas, embeddings)):
+                    call(lambda: raw.add(**a))
 
             def upsert(self, ids, documents=None, metadatas=None, embeddings=None) -> None:
-                a = _record_args(ids, documents, metadatas, embeddings)
-                call(lambda: raw.upsert(**a))
+                for a in _one_at_a_time(_record_args(ids, documents, metadatas, embeddings)):
+                    call(lambda: raw.upsert(**a))
 
             def update(self, ids, documents=None, metadatas=None, embeddings=None) -> None:
-                a = _record_args(ids, documents, metadatas, embeddings)
-                call(lambda: raw.update(**a))
+                for a in _one_at_a_time(_record_args(ids, documents, metadatas, embeddings)):
+                    call(lambda: raw.update(**a))
 
             def query(self, query_texts=None, query_embeddings=None, n_results=10, where=None,
                       where_document=None, include=None) -> dict:
@@ -131,6 +131,26 @@ def make_chroma(client: Any, embedding_function: HashingEmbeddingFunction) -> An
             return int(call(client.count_collections))
 
     return Chroma()
+
+
+def _one_at_a_time(args: dict[str, Any]) -> list[dict[str, Any]]:
+    """A batch of records as one-record calls. chromadb inserts a batch into its HNSW index on
+    several threads, and the index -- hence what a query returns -- then depends on thread
+    timing (measured: 3,000 records in batches of 60 gave a different top-30 in most runs; one
+    at a time, the same every run). Reproducible runs need the same index, so records go in
+    one by one, after the batch as a whole is checked (lengths, duplicate ids)."""
+    ids = args["ids"]
+    if not isinstance(ids, list):
+        return [args]
+    if len(set(map(str, ids))) != len(ids):
+        raise ValueError("chroma: duplicate ids in one add/upsert call")
+    for key in ("documents", "metadatas", "embeddings"):
+        value = args.get(key)
+        if isinstance(value, list) and len(value) != len(ids):
+            raise ValueError(f"chroma: {len(ids)} ids but {len(value)} {key}")
+    if len(ids) <= 1:
+        return [args]
+    return [{k: (v[i:i + 1] if isinstance(v, list) else v) for k, v in args.items()} for i in range(len(ids))]
 
 
 def _record_args(ids: Any, documents: Any, metadatas: Any, embeddings: Any) -> dict[str, Any]:
