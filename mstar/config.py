@@ -81,6 +81,14 @@ class EvolutionConfig:
     outage_threshold: float = 0.2      # failed share of an evaluation's LLM calls that stops the run
     executor: str = "local"            # "local" or "ray"
     ray_address: str | None = None     # with executor "ray": "auto", "HOST:PORT", or None = a local Ray
+    runtime_fix_rounds: int = 3        # a child that fails at run time in its evaluation is sent back to
+                                       # the reflector with the error, up to this many times (paper Fig. 2)
+    split_seed: int = 42               # the static set and episodes depend on this, not on `seed`
+                                       # (the paper fixes the split and varies the evolution)
+    confirm_top: int = 3               # before the test: the best programs by static score ...
+    confirm_size: int = 100            # ... are scored on this many more validation items
+    pick: str = "confirmed"            # the champion: "confirmed" (static + confirmation) or "static"
+    prompts: str = "mstar"             # prompt wording: "mstar" (the project's) or "paper" (Appendix G/H)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from mstar.reflect import ReflectionInput, build_reflection_messages
 from mstar.run import events
 from mstar.run.store import RunStore
 from mstar.run.summary import RunSummary, write_summary
-from mstar.split import Split, make_split
+from mstar.split import Split, make_split, rotating_batch
 from mstar.split.embed import make_embedder
 from mstar.strategies import FailureMemory, Strategies
 from mstar.tasks import Task
@@ -84,7 +84,7 @@ class Evolution:
             ev = cfg.evolution
             embedder = embedder or make_embedder(ev.embed_model, ev.embed_cache_dir)
             split = make_split(task, embedder, static_size=ev.static_size, rotating_size=ev.rotating_size,
-                               train_ratio=train_ratio(cfg, task), seed=ev.seed)
+                               train_ratio=train_ratio(cfg, task), seed=ev.split_seed)
         self.split = split
         self.train = [task.episodes[i] for i in self.split.train_episodes]
         self.static = [task.validation[i] for i in self.split.static]
@@ -164,7 +164,9 @@ class Evolution:
         if ev.rotating == "reuse" and (rot := self.static_result(parent.program_id)) is not None:
             batch, timing = [], {"rotating_eval_s": 0.0, "rotating_sandbox_s": 0.0, "rotating_chain_calls": 0}
         else:
-            batch = self.split.rotating(iteration)
+            # Drawn by the evolution's seed, from the split's pool: runs that differ only in --seed
+            # share the static set and episodes (the split's seed) but not their batches.
+            batch = rotating_batch(self.split.rotating_pool or self.split.static, ev.rotating_size, iteration, ev.seed)
             rot = self.executor.run(EvalJob(parent.source, "validation", tuple(batch)))
             timing = {"rotating_eval_s": round(rot.seconds, 3), "rotating_sandbox_s": round(rot.sandbox_seconds, 3),
                       "rotating_chain_calls": rot.chain_calls, "rotating_reused_kb": rot.reused_kb}

@@ -31,7 +31,8 @@ def register(sub) -> None:
     p.add_argument("--theme", default=None, help="keep one theme of a rubric task")
     p.add_argument("--metric", default=None, help="score with this metric instead of the task's own")
     p.add_argument("--split", choices=SPLITS, default="test", help="which queries to score (default: test)")
-    p.add_argument("--seed", type=int, default=0, help="split seed (static split only)")
+    p.add_argument("--split-seed", "--seed", dest="seed", type=int, default=EvolutionConfig.split_seed,
+                   help="split seed (static split only; default %(default)s, the one `mstar evolve` uses)")
     p.add_argument("--static-size", type=int, default=EvolutionConfig.static_size, help="static split size")
     p.add_argument("--train-ratio", type=int, default=None,
                    help="static split: training episodes = ratio x static items (default: the task's own, else 5)")
