@@ -92,6 +92,7 @@ def bench_evaluation(latency: float, concurrency: int, tmp: Path, repeats: int =
     from mstar.config import RunConfig, EvolutionConfig
     from mstar.llm.router import LLMRouter
     from mstar.llm.settings import llm_config_from_table, load_config_file
+    from mstar.execution import EvalJob
     from mstar.loop import Evolution
     from mstar.program.sources import load_program_source
     from mstar.run.store import RunStore
@@ -110,13 +111,13 @@ def bench_evaluation(latency: float, concurrency: int, tmp: Path, repeats: int =
         # learns every reply, so that in the timed pass it only waits out the latency instead of
         # running the offline models (a real server's compute is not on this machine's CPUs).
         for name in cfg.seeds:
-            evo._eval(load_program_source(name)[1], evo.static)
+            evo.executor.run(EvalJob(load_program_source(name)[1], "validation", tuple(evo.split.static), keep=False))
         for name in cfg.seeds:
             source = load_program_source(name)[1]
             walls = []
             for _ in range(repeats):   # the median of a few, against a stray stall of a busy machine
                 mark = router.mark()
-                res = evo._eval(source, evo.static)
+                res = evo.executor.run(EvalJob(source, "validation", tuple(evo.split.static), keep=False))
                 walls.append(res.seconds)
             recs = router.ledger.snapshot(mark)
             toolkit = [r for r in recs if r.role == "toolkit"]

@@ -20,22 +20,25 @@ import random
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from typing import Callable
 
 from mstar.config import RunConfig
 from mstar.evaluation import EndpointOutage, EvalResult, sandbox_limits
 from mstar.execution import EvalJob, Executor, make_executor
+from mstar.finish import Stop as _Stop
+from mstar.finish import finish_run
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
 from mstar.llm.types import FatalLLMError
-from mstar.mutate import propose_child
+from mstar.behaviour import same_answers
+from mstar.champion import paired_gain
+from mstar.mutate import fix_at_run_time, propose_child
 from mstar.pool import Pool, PoolEntry
 from mstar.program.sources import load_program_source
 from mstar.reflect import ReflectionInput, build_reflection_messages
 from mstar.run import events
 from mstar.run.store import RunStore
-from mstar.run.summary import RunSummary, write_summary
+from mstar.run.summary import RunSummary
 from mstar.split import Split, make_split, rotating_batch
 from mstar.split.embed import make_embedder
 from mstar.strategies import FailureMemory, Strategies
@@ -57,12 +60,6 @@ def train_ratio(cfg: RunConfig, task: Task) -> int:
     if cfg.evolution.train_ratio is not None:
         return cfg.evolution.train_ratio
     return task.train_ratio if task.train_ratio is not None else 5
-
-
-@dataclass
-class _Stop:
-    reason: str
-    kind: str       # "budget" | "endpoint"
 
 
 class Evolution:
@@ -109,7 +106,8 @@ class Evolution:
     def remember(self, ev: events.IterationEvent) -> None:
         """Failure memory from one iteration's event: the loop and resume use this one rule."""
         with self._lock:
-            self.failures.remember(ev.parent_id, ev.iteration, ev.status, ev.title, ev.attempts, ev.delta)
+            self.failures.remember(ev.parent_id, ev.iteration, ev.status, ev.title, ev.attempts, ev.delta,
+                                   ev.no_change)
 
     def static_result(self, program_id: str) -> EvalResult | None:
         """A pool program's static-set evaluation (from memory, else from its cases file)."""
@@ -158,7 +156,8 @@ class Evolution:
         rng = iteration_rng(ev.seed, iteration)
         with self._lock:  # what this iteration sees: the pool as it stands now
             seen = list(self.pool.entries)
-            parent = self.strategies.selection.select(seen, rng)
+            # A child that answered every static item as its parent did adds nothing to choose.
+            parent = self.strategies.selection.select([e for e in seen if not e.no_change] or seen, rng)
             lineage = self.pool.lineage_lines(parent.program_id)
             tried = self.failures.notes(parent.program_id)
         if ev.rotating == "reuse" and (rot := self.static_result(parent.program_id)) is not None:
@@ -193,14 +192,18 @@ class Evolution:
             pool_seen=[e.program_id for e in seen])
         child = None
         if outcome.status == "ok":
-            res = self.executor.run(self._static_job(outcome.source))
-            timing.update(child_eval_s=round(res.seconds, 3), child_sandbox_s=round(res.sandbox_seconds, 3),
-                          child_chain_calls=res.chain_calls)
-            child = PoolEntry(f"iter_{iteration:03d}", parent.program_id, iteration, outcome.source,
-                              res.mean_score, outcome.title, res.per_category)
-            record.program_id, record.static_score, record.per_category = child.program_id, res.mean_score, res.per_category
-            record.delta, record.eval_error, record.case_errors = res.mean_score - parent.static_score, res.error, res.case_errors
-        elif outcome.source is not None:  # keep the failed child's text for inspection
+            source, res = self._evaluate_child(outcome, parent, record, timing, seen)
+            if source is not None:
+                child = PoolEntry(f"iter_{iteration:03d}", parent.program_id, iteration, source, res.mean_score,
+                                  outcome.title, res.per_category)
+                parent_res = self.static_result(parent.program_id)
+                child.no_change = record.no_change = bool(parent_res) and same_answers(res.cases, parent_res.cases)
+                record.program_id, record.static_score, record.per_category = child.program_id, res.mean_score, res.per_category
+                record.delta, record.eval_error, record.case_errors = res.mean_score - parent.static_score, res.error, res.case_errors
+                record.evidence = paired_gain(res, parent_res)
+            else:
+                record.status = "failed"
+        if child is None and outcome.source is not None:  # keep the failed child's text for inspection
             self.store.write_program(f"iter_{iteration:03d}_rejected", outcome.source)
         with self._lock:  # the child joins, the event is written: the iteration is done
             if child is not None:
@@ -213,50 +216,38 @@ class Evolution:
             record.timing, record.seconds = timing, round(time.perf_counter() - t0, 3)
             self._event(record)
 
-    def finish(self, t_start: float, stop: _Stop | None = None, iterations_done: int | None = None) -> RunSummary:
-        best = self.pool.best()
-        seed = max((e for e in self.pool.entries if e.parent_id is None),
-                   key=lambda e: (e.static_score, -self.pool.entries.index(e)))
-        iterations = self.cfg.evolution.iterations if iterations_done is None else iterations_done
-        test = seed_test = None
-        t_test = time.perf_counter()
-        if self.task.test and stop is None:
-            # Test questions need not be covered by the episodes chosen for validation, so the
-            # held-out evaluation writes every episode of the task. The best seed is scored on
-            # the same questions, so the summary can say whether the gain holds (paired).
-            # A stopped run skips both.
-            try:
-                test, seed_test = self._test_evaluations(best, seed)
-            except ENDPOINT_ERRORS as exc:
-                stop = _Stop(f"the LLM endpoint failed during the test evaluation: {exc}", "endpoint")
-        if test is not None:
-            self.store.write_cases(best.program_id, "test", test.to_dict())
-        if seed_test is not None:
-            self.store.write_cases(seed.program_id, "test", seed_test.to_dict())
-        summary = write_summary(self, best, test, iterations, time.perf_counter() - t_start,
-                                stop.reason if stop else None, stop.kind if stop else None,
-                                seed=seed, seed_test=seed_test)
-        if stop is not None:  # no test event: the run is not finished, `mstar resume` continues it
-            self._event(events.StoppedEvent(reason=stop.reason, iteration=iterations, kind=stop.kind,
-                                            llm=self.router.spent_in("test")))
-            return summary
-        # The test event is written last: a run is finished exactly when its lineage ends with it.
-        self._event(events.TestEvent(program_id=best.program_id, test_score=summary.test_score,
-                                     per_category=summary.test_per_category, case_errors=test.case_errors if test else 0,
-                                     best_seed_id=seed.program_id, best_seed_test_score=summary.best_seed_test,
-                                     gain=summary.test_gain, llm=self.router.spent_in("test"),
-                                     timing={"eval_s": round(test.seconds, 3) if test else 0.0,
-                                             "chain_calls": test.chain_calls if test else 0,
-                                             "seconds": round(time.perf_counter() - t_test, 3)}))
-        return summary
+    def _evaluate_child(self, outcome, parent: PoolEntry, record, timing: dict, seen: list):
+        """The child on the static set; a child that fails at run time goes back to the reflector
+        with the error, up to `runtime_fix_rounds` times (paper Figure 2). Returns (source, result),
+        or (None, None) when every round failed -- the child is then discarded."""
+        ev = self.cfg.evolution
+        source = outcome.source
+        res = self.executor.run(self._static_job(source))
+        timing.update(child_eval_s=round(res.seconds, 3), child_sandbox_s=round(res.sandbox_seconds, 3),
+                      child_chain_calls=res.chain_calls)
+        for round_no in range(1, ev.runtime_fix_rounds + 1):
+            error = runtime_failure(res)
+            if error is None:
+                return source, res
+            fix = fix_at_run_time(source, error, router=self.router, sandbox=self.cfg.sandbox,
+                                  limits=sandbox_limits(self.cfg.sandbox), attempts=ev.compile_fix_attempts,
+                                  known_sources={e.source for e in seen}, mode=ev.mode, parent_source=parent.source)
+            entry = {"round": round_no, "error": error[:500], "status": fix.status, "title": fix.title,
+                     "attempts": fix.attempts}
+            record.runtime_fixes.append(entry)
+            if fix.status != "ok":
+                continue
+            source = outcome.source = fix.source
+            res = self.executor.run(self._static_job(source))
+            entry["static_score"] = res.mean_score
+        if runtime_failure(res) is not None and ev.runtime_fix_rounds > 0:
+            return None, None
+        return source, res
 
-    def _test_evaluations(self, best: PoolEntry, seed: PoolEntry) -> tuple[EvalResult, EvalResult | None]:
-        jobs = [best] if best.program_id == seed.program_id else [best, seed]
-        with llm_scope.scoped("test"), ThreadPoolExecutor(len(jobs), thread_name_prefix="test") as pool:
-            futures = [llm_scope.submit(pool, self.executor.run, EvalJob(e.source, "test", None, all_episodes=True,
-                                                                         keep=False)) for e in jobs]
-            results = [f.result() for f in futures]
-        return results[0], (results[1] if len(results) > 1 else None)
+    def finish(self, t_start: float, stop: _Stop | None = None, iterations_done: int | None = None) -> RunSummary:
+        """Champion, test and summary (mstar/finish.py)."""
+        iterations = self.cfg.evolution.iterations if iterations_done is None else iterations_done
+        return finish_run(self, t_start, stop, iterations, ENDPOINT_ERRORS)
 
     def run(self, todo: list[int] | None = None) -> RunSummary:
         """The whole run. `todo`: the iterations still to do (a resumed run, mstar/run/resume.py,
@@ -301,6 +292,17 @@ class Evolution:
                     except ENDPOINT_ERRORS as exc:
                         stop = stop or _Stop(_endpoint_reason(exc, f"iteration {it}"), "endpoint")
         return stop, done
+
+
+def runtime_failure(res: EvalResult) -> str | None:
+    """Why a child that passed its gates failed while it was evaluated (its worker died or timed
+    out, a read or write raised, a read came back too long), or None."""
+    if res.error:
+        return str(res.error.get("message") or res.error) if isinstance(res.error, dict) else str(res.error)
+    for rec in [*res.writes, *res.cases]:
+        if rec.error:
+            return rec.error
+    return None
 
 
 def _endpoint_reason(exc: BaseException, where: str) -> str:

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 from mstar.config import SandboxConfig
 from mstar.llm.router import LLMRouter
-from mstar.llm.types import LLMError
+from mstar.behaviour import same_code
+from mstar.evaluation.records import EndpointOutage
+from mstar.llm.types import FatalLLMError, LLMError
 from mstar.program.frozen import FrozenPartError, check_frozen
 from mstar.patch import PatchError, apply_patch
 from mstar.reflect import ReplyError, build_compile_fix_messages, parse_reply
@@ -61,10 +63,12 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
         records.append(rec)
         try:
             response = router.call("reflector", messages)
+        except FatalLLMError:
+            raise
         except LLMError as exc:
-            rec.update(stage="llm", error=str(exc))
-            # A failed call is not the program's fault; nothing to fix, so stop here.
-            return MutationOutcome("failed", None, title or "reflector call failed", body, records)
+            # Not the program's fault, and not a finding about it: the endpoint failed after its
+            # retries. The iteration is not recorded; the run stops and resumes from here.
+            raise EndpointOutage(f"the reflector call failed after its retries: {exc}") from exc
         reply_text = response.text
         rec["reply_chars"] = len(reply_text)
         candidate, error = None, None
@@ -91,8 +95,9 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
             error, rec["stage"] = f"frozen: {exc}", "frozen"
             candidate = None
         if candidate is not None:
-            if _normalise(candidate) in known:
-                rec.update(stage="duplicate", error="the child is identical to a program already in the pool")
+            if _normalise(candidate) in known or same_code(candidate, list(known_sources)):
+                rec.update(stage="duplicate", error="the child runs the same code as a program already in the pool "
+                                                    "(it differs at most in comments and blank lines)")
                 return MutationOutcome("duplicate", candidate, title, body, records, gate_seconds)
             t_gates = time.perf_counter()
             report = run_gates(candidate, allowed_imports=sandbox.allowed_imports, limits=limits,
@@ -112,3 +117,21 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
                 base = candidate
             messages = build_compile_fix_messages(base, error or "unknown error", sandbox)
     return MutationOutcome("failed", candidate, title or "no usable change", body, records, gate_seconds)
+
+
+def fix_at_run_time(child_source: str, error: str, *, router: LLMRouter, sandbox: SandboxConfig,
+                    limits: SandboxLimits, attempts: int, known_sources: set[str], mode: str = "all",
+                    parent_source: str | None = None) -> MutationOutcome:
+    """One runtime-fix round (paper Figure 2): the child passed its gates but failed while it was
+    evaluated; the reflector gets its code and the error, and its fix goes through the gates
+    (with the usual compile-fix attempts)."""
+    messages = build_compile_fix_messages(child_source, f"the program failed while it was evaluated: {error}",
+                                          sandbox)
+    out = propose_child(child_source, messages, router=router, sandbox=sandbox, limits=limits, attempts=attempts,
+                        known_sources=known_sources, mode=mode)
+    if parent_source is not None and out.source is not None and out.status == "ok":
+        try:
+            check_frozen(parent_source, out.source, mode)
+        except FrozenPartError as exc:
+            out.status, out.attempts[-1]["error"] = "failed", f"frozen: {exc}"
+    return out

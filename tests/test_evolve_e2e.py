@@ -26,7 +26,7 @@ def test_same_seed_gives_identical_lineage_and_a_complete_run_folder(tmp_path, m
     first, second = _lineage(runs[0]), _lineage(runs[1])
     assert first == second
     kinds = [e["event"] for e in first]
-    assert kinds == ["seed"] * 3 + ["iteration"] * 3 + ["test"]
+    assert kinds == ["seed"] * 3 + ["iteration"] * 3 + ["confirmation", "test"]
     run = runs[0]
     for rel in ("config.json", "split.json", "lineage.jsonl", "llm_usage.jsonl", "best_program.py", "summary.json"):
         assert (run / rel).is_file(), rel

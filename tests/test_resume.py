@@ -20,7 +20,7 @@ from run_helpers import SMALL_ARGS, copy_run, lineage, small_run
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIALS = 10              # runs killed mid-run and resumed
-FINAL_EVENTS = 8         # 3 seeds + 4 iterations + test
+FINAL_EVENTS = 9         # 3 seeds + 4 iterations + confirmation + test
 
 
 def _lines(path: Path) -> int:
@@ -128,25 +128,28 @@ def test_a_killed_resume_is_resumed_too(tmp_path, tmp_path_factory, capsys):
 
 
 def test_partial_last_line_and_evaluated_but_unrecorded_iteration(tmp_path, tmp_path_factory, capsys):
-    """Killed while appending iteration 3's event: its child was already evaluated and its files
-    written (they are left in place), the event is half a line, and so is the last usage record."""
+    """Killed while appending the event of an iteration that added a child: the child was already
+    evaluated and its files written (they are left in place), the event is half a line, and so is
+    the last usage record."""
     src = small_run(tmp_path_factory)
     run = copy_run(src, tmp_path / "run")
     lines = (src / "lineage.jsonl").read_text().splitlines(keepends=True)
-    assert json.loads(lines[5])["iteration"] == 3
-    (run / "lineage.jsonl").write_text("".join(lines[:5]) + lines[5][: len(lines[5]) // 2])
+    at = max(i for i, l in enumerate(lines) if json.loads(l)["event"] == "iteration" and json.loads(l)["status"] == "ok")
+    it = json.loads(lines[at])["iteration"]
+    (run / "lineage.jsonl").write_text("".join(lines[:at]) + lines[at][: len(lines[at]) // 2])
     usage = (src / "llm_usage.jsonl").read_bytes()
     (run / "llm_usage.jsonl").write_bytes(usage[: len(usage) - 40])
     (run / "summary.json").unlink()
-    assert (run / "programs" / "iter_003.py").exists() and (run / "cases" / "iter_003.static.json").exists()
+    pid = json.loads(lines[at])["program_id"]
+    assert (run / "programs" / f"{pid}.py").exists() and (run / "cases" / f"{pid}.static.json").exists()
     assert main(["lineage", str(run)]) == 0  # inspection copes with the partial line
     assert "partial write" in capsys.readouterr().out
     assert main(["resume", str(run), "--quiet"]) == 0
     err = capsys.readouterr().err
-    assert "lineage.jsonl:6: the last line is a partial write" in err and "llm_usage.jsonl" in err
+    assert f"lineage.jsonl:{at + 1}: the last line is a partial write" in err and "llm_usage.jsonl" in err
     assert lineage(run) == lineage(src)
     resumes = [json.loads(l) for l in (run / "resumes.jsonl").read_text().splitlines()]
-    assert resumes[-1]["next_iteration"] == 3 and resumes[-1]["seeds_done"] == 3
+    assert resumes[-1]["next_iteration"] == it and resumes[-1]["seeds_done"] == 3
     # the usage ledger stays line-per-record: the cut record was dropped, not glued to the next
     assert all(json.loads(l) for l in (run / "llm_usage.jsonl").read_text().splitlines())
 

@@ -2,8 +2,9 @@
 (BEST, REGRESSION, FAILED, DUPLICATE, ERROR)."""
 from __future__ import annotations
 
-import json
 import sys
+
+from mstar.run.store import dumps
 
 
 def register(sub) -> None:
@@ -26,12 +27,15 @@ def cmd_lineage(args) -> int:
         return 2
     roots = lineage_tree(view.nodes())
     if args.json:
-        print(json.dumps({"run": str(view.root), "status": view.status, "best_id": view.best_id,
+        print(dumps({"run": str(view.root), "status": view.status, "best_id": view.best_id,
                           "roots": [r.to_dict() for r in roots]}, indent=2))
         return 0
     print(terminal_safe(f"run {view.root}  task {view.config.get('task')}  status {view.status}  "
                         f"iterations {view.iterations_done}/{view.config.get('evolution', {}).get('iterations', '?')}",
                         newlines=False))
+    if view.stop is not None:
+        print(terminal_safe(f"stopped after iteration {view.stop.iteration} ({view.stop.kind}): {view.stop.reason}; "
+                            f"`mstar resume {view.root}` goes on", newlines=False))
     if view.partial_line:
         print(terminal_safe(f"(note: {view.partial_line})", newlines=False))
     for line in render_tree(roots):  # commit titles and errors were written by the reflector and programs

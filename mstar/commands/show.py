@@ -4,10 +4,11 @@ results and the reflector's commit message and attempts. PROGRAM is a program id
 `terminal_safe`: most of it was written by a program or a model."""
 from __future__ import annotations
 
-import json
 import sys
 
 from mstar.run.events import KIND_KEY, IterationEvent
+from mstar.run.store import dumps
+from mstar.run.views import case_errors_text
 from sandbox.engine.terminal import terminal_safe
 
 
@@ -31,7 +32,7 @@ def cmd_show(args) -> int:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
     if args.json:  # ASCII: C1 and bidi control characters escaped too, not only C0
-        print(json.dumps(d, indent=2))
+        print(dumps(d, indent=2))
         return 0
     for line in render_detail(d, with_source=not args.no_source):
         print(terminal_safe(line, newlines=False))  # titles, bodies, cases, source: model-written
@@ -48,12 +49,20 @@ def render_detail(d: dict, with_source: bool = True) -> list[str]:
     name = d["program_id"] or d["source_name"]
     score = f"{d['static_score']:.3f}" if d["static_score"] is not None else "-"
     delta = f" ({d['delta']:+.3f} against {d['parent_id']})" if d["delta"] is not None else ""
-    out.append(f"== {name}  [{d['status']}{', best' if d['best'] else ''}]  static {score}{delta}")
+    errors = f"  {case_errors_text(d['case_errors'])}" if d.get("case_errors") else ""
+    out.append(f"== {name}  [{d['status']}{', best' if d['best'] else ''}]  static {score}{delta}{errors}")
     if d["parent_id"]:
         out.append(f"parent   {d['parent_id']} (static {d['parent_static_score']:.3f}, rotating batch "
                    f"score {d['rotating_score']:.3f}; cases shown: {', '.join(d['failed_case_ids']) or '-'})"
                    if d["parent_static_score"] is not None and d["rotating_score"] is not None
                    else f"parent   {d['parent_id']}")
+    if d.get("evidence"):
+        e = d["evidence"]
+        out.append(f"evidence {e['mean']:+.3f} [{e['low']:+.3f}, {e['high']:+.3f}] against the parent, paired over "
+                   f"{e['n']} static items ({'significant' if e['significant'] else 'not significant'})"
+                   + ("; every answer the same as the parent's" if d.get("no_change") else ""))
+    for fix in d.get("runtime_fixes") or []:
+        out.append(f"runtime fix {fix['round']}: {fix['status']} -- {_one_line(fix.get('error'), 100)}")
     if d["per_category"]:
         out.append("category " + ", ".join(f"{k} {v:.3f}" for k, v in d["per_category"].items()))
     if d[KIND_KEY] == IterationEvent.KIND:
@@ -68,10 +77,15 @@ def render_detail(d: dict, with_source: bool = True) -> list[str]:
         out += ["", f"-- diff against {d['parent_id']}", *d["diff"].rstrip("\n").splitlines()]
     for split, data in d["cases"].items():
         cases = data.get("cases", [])
-        out += ["", f"-- {split} cases ({len(cases)}, mean {data.get('mean_score', 0):.3f})"]
+        unscored = sum(1 for c in cases if c.get("llm_error"))
+        apart = f"; {unscored} not scored: LLM call failed" if unscored else ""
+        out += ["", f"-- {split} cases ({len(cases)}, mean {data.get('mean_score') or 0:.3f} over the scored{apart})"]
         for c in cases:
             err = f"  [error: {_one_line(c['error'], 60)}]" if c.get("error") else ""
-            out.append(f"  {c['score']:.2f}  {c.get('category') or '-':<12} {_one_line(c['question'], 60)}")
+            if c.get("llm_error"):  # not a wrong answer: the case was never scored
+                err += f"  [LLM error, not scored: {_one_line(c['llm_error'], 80)}]"
+            score = " err" if c.get("llm_error") else f"{c['score']:.2f}"
+            out.append(f"  {score}  {c.get('category') or '-':<12} {_one_line(c['question'], 60)}")
             out.append(f"        answer: {_one_line(c['answer'], 60)} | expected: {_one_line(c['expected'], 40)}{err}")
     if with_source:
         out += ["", f"-- source ({d['source_name']}.py)"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from mstar.ast_guard import AST_LOCK
 from mstar.llm.types import ChatResponse, estimate_tokens, messages_text
 
 
@@ -39,7 +40,11 @@ class OfflineBackend:
 
     def complete(self, messages: list[dict]) -> ChatResponse:
         start = time.perf_counter()
-        text = self._impl.complete(messages)
+        if self.role == "reflector":  # it edits programs through `ast` (see mstar/ast_guard.py)
+            with AST_LOCK:
+                text = self._impl.complete(messages)
+        else:
+            text = self._impl.complete(messages)
         return ChatResponse(
             text=text,
             model=self.model,

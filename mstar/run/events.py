@@ -6,6 +6,7 @@ lineage` / `show` / `runs`, the report, the progress printer, the live spend lin
 
     SeedEvent       a seed program was evaluated on the static set
     IterationEvent  one iteration: parent, rotating evaluation, reflector attempts, the child
+    ConfirmationEvent  before the test, the best programs on more validation items (mstar.champion)
     TestEvent       the best program on the held-out test set; a run is finished exactly when
                     its lineage ends with one
     StoppedEvent    the run stopped before its end (a budget, a failing endpoint); resumable
@@ -56,6 +57,9 @@ class IterationEvent:
     static_score: float | None = None
     per_category: dict = field(default_factory=dict)
     delta: float | None = None              # child's static score minus the parent's
+    evidence: dict | None = None            # the same, paired item by item: mean, low, high, n, significant
+    no_change: bool = False                 # the child answered every static item as its parent did
+    runtime_fixes: list = field(default_factory=list)  # rounds of fixing a child that failed at run time
     eval_error: dict | None = None
     case_errors: int = 0
     best_static_score: float | None = None  # the pool's best after this iteration
@@ -71,6 +75,18 @@ class IterationEvent:
 
 
 @dataclass
+class ConfirmationEvent:
+    """Before the test: the best programs by static score, scored on more validation items."""
+    KIND: ClassVar[str] = "confirmation"
+    items: int = 0                          # validation items outside the static set
+    scores: dict = field(default_factory=dict)   # program id -> static, confirm, union, n
+    confirmed_id: str | None = None         # best on static + confirmation items
+    static_id: str | None = None            # best static score (the paper's rule)
+    rule: str = "confirmed"                 # which of the two is the run's champion
+    llm: dict = field(default_factory=dict)
+
+
+@dataclass
 class TestEvent:
     KIND: ClassVar[str] = "test"
     program_id: str
@@ -80,6 +96,7 @@ class TestEvent:
     best_seed_id: str | None = None          # the best seed by static score, scored on the same questions
     best_seed_test_score: float | None = None
     gain: dict | None = None                 # paired difference to it: mean, low, high, n (mstar.stats)
+    picks: dict = field(default_factory=dict)  # rule ("confirmed", "static") -> {program_id, test_score}
     llm: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)
 
@@ -93,8 +110,9 @@ class StoppedEvent:
     llm: dict = field(default_factory=dict)
 
 
-Event = Union[SeedEvent, IterationEvent, TestEvent, StoppedEvent]
-KINDS: dict[str, type] = {cls.KIND: cls for cls in (SeedEvent, IterationEvent, TestEvent, StoppedEvent)}
+Event = Union[SeedEvent, IterationEvent, ConfirmationEvent, TestEvent, StoppedEvent]
+KINDS: dict[str, type] = {cls.KIND: cls for cls in (SeedEvent, IterationEvent, ConfirmationEvent, TestEvent,
+                                                    StoppedEvent)}
 KIND_KEY = "event"
 
 

@@ -121,7 +121,7 @@ def rebuild(evo, state: RunState, store: RunStore) -> None:
         elif isinstance(ev, ev_types.IterationEvent):
             if ev.added_child:
                 evo.pool.add(PoolEntry(ev.program_id, ev.parent_id, ev.iteration, _source(store, ev.program_id),
-                                       ev.static_score, ev.title, ev.per_category))
+                                       ev.static_score, ev.title, ev.per_category, no_change=ev.no_change))
             evo.router.restore_replay(ev.replay_keys)
             evo.remember(ev)  # same rule, same order as during the run: identical notes
 

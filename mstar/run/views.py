@@ -33,6 +33,9 @@ class LineageNode:
     error: str | None = None             # why it failed, or the whole-program error of its evaluation
     best: bool = False
     children: list["LineageNode"] = field(default_factory=list)
+    case_errors: int = 0                 # cases its evaluation left unscored: an LLM call failed
+    evidence: dict | None = None         # paired difference to the parent over the static items
+    no_change: bool = False              # every static answer equal to the parent's
 
     @property
     def label(self) -> str:
@@ -45,8 +48,12 @@ class LineageNode:
             out.append("BEST")
         if self.status in ("failed", "duplicate"):
             out.append(self.status.upper())
+        elif self.no_change:
+            out.append("NO CHANGE")
         elif self.delta is not None and self.delta < 0:
             out.append("REGRESSION")
+        if self.evidence and self.evidence.get("significant"):  # the paired interval excludes zero
+            out.append("GAIN" if self.evidence["mean"] > 0 else "LOSS")
         if self.error and self.status in ("seed", "ok"):
             out.append("ERROR")
         return out
@@ -75,13 +82,14 @@ def lineage_nodes(events: list, best_id: str | None = None) -> list[LineageNode]
     for ev in events:
         if isinstance(ev, ev_types.SeedEvent):
             nodes.append(LineageNode(0, ev.program_id, None, "seed", ev.title, ev.static_score, None,
-                                     _eval_error(ev.error)))
+                                     _eval_error(ev.error), case_errors=ev.case_errors))
         elif isinstance(ev, ev_types.IterationEvent):
             ok = ev.added_child
             nodes.append(LineageNode(
                 ev.iteration, ev.program_id if ok else None, ev.parent_id, ev.status, ev.title,
                 ev.static_score if ok else None, ev.delta if ok else None,
-                _eval_error(ev.eval_error) if ok else _last_error(ev)))
+                _eval_error(ev.eval_error) if ok else _last_error(ev), evidence=ev.evidence if ok else None,
+                no_change=ev.no_change and ok))
     for n in nodes:
         n.best = best_id is not None and n.program_id == best_id
     return nodes
@@ -99,15 +107,26 @@ def lineage_tree(nodes: list[LineageNode]) -> list[LineageNode]:
     return roots
 
 
+def case_errors_text(n: int) -> str:
+    """Cases an evaluation left unscored because an LLM call failed: shown beside the score."""
+    return f"({n} case{'s' if n != 1 else ''} not scored: LLM call failed)"
+
+
 def render_tree(roots: list[LineageNode]) -> list[str]:
     """The lineage as text lines: score, delta, markers and commit title per program."""
     lines: list[str] = []
 
+    def labels(ns):
+        for n in ns:
+            yield len(n.label)
+            yield from labels(n.children)
+    width = max(24, *labels(roots)) if roots else 24   # long seed names keep the columns aligned
+
     def one(n: LineageNode) -> str:
         score = f"{n.static_score:.3f}" if n.static_score is not None else "  -  "
         delta = f"({n.delta:+.3f})" if n.delta is not None else " " * 8
-        marks = " ".join(f"[{m}]" for m in n.markers)
-        head = f"{n.label:<24} {score} {delta} {marks}".rstrip()
+        marks = " ".join([f"[{m}]" for m in n.markers] + ([case_errors_text(n.case_errors)] if n.case_errors else []))
+        head = f"{n.label:<{width}} {score} {delta} {marks}".rstrip()
         text = f"{head}  {n.title}"
         if n.status in ("failed", "duplicate") and n.error:
             text += f"  -- {n.error[:100]}"
@@ -184,9 +203,15 @@ class RunView:
         if self.store.is_locked():
             return "running"
         if self.events and isinstance(self.events[-1], ev_types.StoppedEvent):
-            return "stopped"  # by its budget; `mstar resume --max-usd ...` goes on
+            return "stopped"  # by its budget, a failing endpoint or an interrupt; `mstar resume` goes on
         # Runs from before format 1 held no lock: stopped or still going, it cannot be told.
         return "crashed" if self.format_version >= 1 else "incomplete"
+
+    @property
+    def stop(self):
+        """The `stopped` event the lineage ends with (a budget, an endpoint, an interrupt), or None."""
+        last = self.events[-1] if self.events else None
+        return last if isinstance(last, ev_types.StoppedEvent) else None
 
     @property
     def iterations_done(self) -> int:
@@ -266,8 +291,10 @@ class RunView:
         return {
             "run": str(self.root), ev_types.KIND_KEY: ev.KIND, "program_id": pid, "source_name": name,
             "iteration": ev.iteration, "parent_id": parent_id, "status": it.status if is_iteration else "seed",
-            "static_score": ev.static_score, "parent_static_score": it.parent_static_score,
-            "delta": it.delta, "per_category": ev.per_category,
+            "static_score": ev.static_score, "case_errors": ev.case_errors if pid else 0,
+            "parent_static_score": it.parent_static_score,
+            "delta": it.delta, "evidence": it.evidence, "no_change": it.no_change,
+            "runtime_fixes": it.runtime_fixes, "per_category": ev.per_category,
             "title": ev.title, "body": it.body, "attempts": it.attempts,
             "rotating_score": it.rotating_score, "failed_case_ids": it.failed_case_ids,
             "best": pid is not None and pid == self.best_id,

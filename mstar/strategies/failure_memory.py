@@ -14,12 +14,14 @@ class FailureMemory:
         self._notes: dict[str, list[str]] = {}
 
     def remember(self, parent_id: str, iteration: int, status: str, title: str, attempts: list[dict],
-                 delta: float | None) -> None:
-        """One iteration's outcome on `parent_id`: noted unless it added a child that did not lower
-        the score."""
-        if status == "ok" and (delta is None or delta >= 0):
+                 delta: float | None, no_change: bool = False) -> None:
+        """One iteration's outcome on `parent_id`: noted unless it added a child that changed
+        something and did not lower the score."""
+        if status == "ok" and not no_change and (delta is None or delta >= 0):
             return
-        if status == "ok":
+        if status == "ok" and no_change:
+            reason = "changed nothing: every static answer was the same as before; try a different kind of edit"
+        elif status == "ok":
             reason = f"failed: lowered the static score by {delta:+.3f}"
         elif status == "duplicate":
             reason = "duplicate: identical to a program already in the pool"

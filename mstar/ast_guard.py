@@ -1,0 +1,13 @@
+"""One lock around the engine's own uses of the `ast` module.
+
+CPython 3.11 keeps the recursion depth of its AST constructors in per-interpreter state; two
+threads building syntax trees at once can corrupt it ("SystemError: AST constructor recursion
+depth mismatch"). The engine parses in many threads now -- JSON repair in the task agent's
+replies, the offline reflector's source edits while several iterations are in flight -- so those
+paths take this lock. (Program text is parsed in the sandbox's worker, single-threaded.)
+"""
+from __future__ import annotations
+
+import threading
+
+AST_LOCK = threading.RLock()

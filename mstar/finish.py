@@ -1,0 +1,107 @@
+"""The end of a run: choose the champion, score it on the held-out test, write the summary.
+
+1. Confirmation (mstar.champion): the best programs by static score on more validation items;
+   the champion is the best on both samples (`--pick confirmed`) or the best static score
+   (`--pick static`, the paper's rule). Both choices are recorded.
+2. Test: the champion, the other rule's choice when it differs, and the best seed are scored on
+   the same held-out questions at once, every episode of the task written (test questions need
+   not be covered by the episodes chosen for validation). The summary gives the champion's gain
+   over the best seed with a paired interval, and each rule's choice with its test score.
+3. summary.json, best_program.py, and the last lineage event: a TestEvent when the run finished,
+   a StoppedEvent (resumable) when a budget or the endpoint stopped it -- then no test is run.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from mstar import champion as champ
+from mstar.execution import EvalJob
+from mstar.llm import scope as llm_scope
+from mstar.run import events
+from mstar.run.summary import RunSummary, write_summary
+
+
+@dataclass
+class Stop:
+    """Why a run ended before its last step."""
+    reason: str
+    kind: str       # "budget" | "endpoint"
+
+
+def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint_errors: tuple) -> RunSummary:
+    """Returns the run's summary (evo: loop.Evolution)."""
+    ev = evo.cfg.evolution
+    entries = list(evo.pool.entries)
+    if not any(e.parent_id is None for e in entries):  # stopped before a seed was scored
+        return _stopped_before_seeds(evo, t_start, stop, iterations)
+    seed = max((e for e in entries if e.parent_id is None), key=lambda e: (e.static_score, -entries.index(e)))
+    rule = ev.pick if ev.pick in champ.RULES else "confirmed"
+    confirmation, tests, t_test = None, {}, time.perf_counter()
+    if stop is None:
+        try:
+            confirmation = champ.confirm(evo, ev.confirm_top, ev.confirm_size, ev.split_seed) \
+                if rule == "confirmed" or ev.confirm_top > 1 else None
+            if confirmation is not None:
+                evo._event(events.ConfirmationEvent(
+                    items=len(confirmation.items), scores=confirmation.scores, confirmed_id=confirmation.confirmed_id,
+                    static_id=confirmation.static_id, rule=rule, llm=evo.router.spent_in("confirm")))
+            if evo.task.test:
+                wanted = _wanted(evo, confirmation, seed)
+                tests = _test_evaluations(evo, wanted)
+        except endpoint_errors as exc:
+            stop = Stop(f"the LLM endpoint failed while the champion was chosen and tested: {exc}", "endpoint")
+            tests = {}
+    best_id = confirmation.champion(rule) if confirmation else champ.candidates(entries, 1)[0].program_id
+    best = evo.pool.get(best_id)
+    for pid, res in tests.items():
+        evo.store.write_cases(pid, "test", res.to_dict())
+    test, seed_test = tests.get(best.program_id), (tests.get(seed.program_id) if seed.program_id != best.program_id
+                                                   else None)
+    picks = {}
+    if confirmation is not None:
+        for name in champ.RULES:
+            pid = confirmation.champion(name)
+            picks[name] = {"program_id": pid, "test_score": tests[pid].mean_score if pid in tests else None}
+    summary = write_summary(evo, best, test, iterations, time.perf_counter() - t_start,
+                            stop.reason if stop else None, stop.kind if stop else None, seed=seed, seed_test=seed_test,
+                            pick_rule=rule, picks=picks)
+    if stop is not None:  # no test event: the run is not finished, `mstar resume` continues it
+        evo._event(events.StoppedEvent(reason=stop.reason, iteration=iterations, kind=stop.kind,
+                                       llm=evo.router.spent_in("test")))
+        return summary
+    # The test event is written last: a run is finished exactly when its lineage ends with it.
+    evo._event(events.TestEvent(
+        program_id=best.program_id, test_score=summary.test_score, per_category=summary.test_per_category,
+        case_errors=test.case_errors if test else 0, best_seed_id=seed.program_id,
+        best_seed_test_score=summary.best_seed_test, gain=summary.test_gain, picks=picks,
+        llm=evo.router.spent_in("test"),
+        timing={"eval_s": round(test.seconds, 3) if test else 0.0, "chain_calls": test.chain_calls if test else 0,
+                "seconds": round(time.perf_counter() - t_test, 3)}))
+    return summary
+
+
+def _stopped_before_seeds(evo, t_start: float, stop: Stop | None, iterations: int) -> RunSummary:
+    """No program has a score yet: nothing to choose or test; the run stays resumable."""
+    stop = stop or Stop("no seed was evaluated", "endpoint")
+    summary = write_summary(evo, None, None, iterations, time.perf_counter() - t_start, stop.reason, stop.kind)
+    evo._event(events.StoppedEvent(reason=stop.reason, iteration=iterations, kind=stop.kind,
+                                   llm=evo.router.spent_in("test")))
+    return summary
+
+
+def _wanted(evo, confirmation, seed) -> list:
+    """The programs to test: each rule's choice and the best seed, without repeats."""
+    ids = [confirmation.confirmed_id, confirmation.static_id] if confirmation else \
+        [champ.candidates(list(evo.pool.entries), 1)[0].program_id]
+    ids.append(seed.program_id)
+    return [evo.pool.get(pid) for pid in dict.fromkeys(i for i in ids if i)]
+
+
+def _test_evaluations(evo, entries: list) -> dict:
+    with llm_scope.scoped("test"), ThreadPoolExecutor(len(entries), thread_name_prefix="test") as pool:
+        futures = {e.program_id: llm_scope.submit(pool, evo.executor.run,
+                                                  EvalJob(e.source, "test", None, all_episodes=True, keep=False))
+                   for e in entries}
+        return {pid: f.result() for pid, f in futures.items()}
