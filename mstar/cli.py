@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # Subcommand modules, in the order `mstar --help` lists them.
@@ -19,11 +20,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["check"]:  # the sandbox checker parses its own flags (mstar/commands/check.py)
-        from mstar.commands.check import cmd_check
-        return cmd_check(argparse.Namespace(check_argv=argv[1:]))
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        if argv[:1] == ["check"]:  # the sandbox checker parses its own flags (mstar/commands/check.py)
+            from mstar.commands.check import cmd_check
+            return cmd_check(argparse.Namespace(check_argv=argv[1:]))
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except BrokenPipeError:
+        # The reader went away (`mstar runs --json | head`): stop quietly, as `cat` would. Whatever
+        # is still buffered for stdout goes nowhere, so the interpreter's final flush cannot fail.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141  # 128 + SIGPIPE, what a shell reports for a program a closed pipe stopped
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ def test_run_with_20_percent_faults_completes_and_its_ledger_accounts_for_everyt
         assert main(["evolve", *TWO_SEEDS, "--iterations", "2", "--out", str(run), "--config", cfg]) == 0
         stats = srv.stats()
     kinds = [e["event"] for e in events(run)]
-    assert kinds == ["seed", "seed", "iteration", "iteration", "test"]
+    assert kinds == ["seed", "seed", "iteration", "iteration", "confirmation", "test"]
     recs = usage(run)
     # every request that reached the server is one attempt in the ledger, and vice versa
     assert sum(1 + r["retries"] for r in recs if not r["cache_hit"]) == stats["requests"]
@@ -78,12 +78,16 @@ def test_rerun_of_a_finished_run_is_served_by_the_cache(tmp_path, capsys):
         first_requests = len(srv.requests)
         assert "extractions re-used" in capsys.readouterr().out
         assert main(["evolve", *SMALL, "--iterations", "2", "--out", str(tmp_path / "again"), "--config", cfg]) == 0
-        assert len(srv.requests) == first_requests          # zero new calls
+        # no new call but the one connection check per endpoint request (not served by the cache:
+        # a cached reply says nothing about the key)
+        new = srv.requests[first_requests:]
+        assert new and all("Connection check" in r["messages"][0]["content"] for r in new)
     assert stable(tmp_path / "first") == stable(tmp_path / "again")
     again = usage(tmp_path / "again")
-    assert again and all(r["cache_hit"] for r in again)
+    paid = [r for r in again if not r["cache_hit"]]
+    assert again and len(paid) == len(new) and all(r.get("kind") == "preflight" for r in paid)
     summary = json.loads((tmp_path / "again" / "summary.json").read_text())["llm"]
-    assert summary["total"]["api_calls"] == 0 and summary["total"]["saved_tokens"] > 0
+    assert summary["total"]["api_calls"] == len(new) and summary["total"]["saved_tokens"] > 0
     # the first run already re-used extractions: a child (and the parent's rotating evaluation)
     # asks the extraction prompts its parent asked
     first = json.loads((tmp_path / "first" / "summary.json").read_text())["llm"]

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mstar.commands import add_task_options, task_options
-from mstar.config import ROLES, EvolutionConfig, LLMConfig, RunConfig
+from mstar.config import ROLES, EvolutionConfig, LLMConfig, RunConfig, SandboxConfig
 from mstar.llm.live import both, cache_line
 from mstar.run.progress import ProgressPrinter  # noqa: F401  (re-exported: it used to live here)
 
@@ -65,11 +65,36 @@ def add_evolve_args(p: argparse.ArgumentParser) -> None:
                    help="where evaluations run: this machine, or a Ray cluster (pip install -e '.[ray]')")
     p.add_argument("--ray-address", default=None, metavar="ADDR",
                    help="with --executor ray: auto, HOST:PORT, or nothing for a new local Ray")
+    add_algorithm_args(p)
     add_llm_args(p)
+    p.add_argument("--no-preflight", action="store_true",
+                   help="skip the one cheap call per LLM role that checks key, model and URL before the run")
     p.add_argument("--max-usd", type=float, default=None,
                    help="hard budget in dollars: the run stops at an iteration boundary (warnings at 50%% and 80%%)")
     p.add_argument("--max-tokens", type=int, default=None, help="hard budget in billed tokens, like --max-usd")
     p.add_argument("--quiet", action="store_true", help="print only the final summary")
+
+
+def add_algorithm_args(p: argparse.ArgumentParser) -> None:
+    """The algorithm's own knobs (paper Table 7 and the ablations of Table 2)."""
+    ev = EvolutionConfig
+    p.add_argument("--selection", choices=("softmax", "max", "latest"), default=ev.selection,
+                   help="parent selection: softmax over static scores (paper), the best, or the newest")
+    p.add_argument("--tau", type=float, default=ev.tau, help="softmax temperature of parent selection (> 0)")
+    p.add_argument("--toolkit-budget", type=int, default=SandboxConfig.llm_calls_per_op, metavar="N",
+                   help="toolkit LLM calls a program may make per write or read (0 = none)")
+    p.add_argument("--runtime-fix-rounds", type=int, default=ev.runtime_fix_rounds, metavar="N",
+                   help="times a child that fails at run time goes back to the reflector with the error")
+    p.add_argument("--split-seed", type=int, default=ev.split_seed, metavar="N",
+                   help="seed of the static set and training episodes (--seed varies the evolution only)")
+    p.add_argument("--confirm-top", type=int, default=ev.confirm_top, metavar="N",
+                   help="before the test, the N best programs by static score are scored on more items")
+    p.add_argument("--confirm-size", type=int, default=ev.confirm_size, metavar="N",
+                   help="validation items of that confirmation (0 = none)")
+    p.add_argument("--pick", choices=("confirmed", "static"), default=ev.pick,
+                   help="the champion: best after confirmation, or best static score")
+    p.add_argument("--prompts", choices=("mstar", "paper"), default=ev.prompts,
+                   help="prompt wording: the project's, or the paper's (Appendix G/H)")
 
 
 def add_llm_args(p: argparse.ArgumentParser) -> None:
@@ -119,16 +144,24 @@ def resolve_config(args) -> RunConfig:
                   embed_cache_dir=_embed_cache(getattr(args, "embed_cache", None)),
                   parallel=args.parallel, rotating=args.rotating, keep_sessions=args.keep_sessions,
                   executor=args.executor, ray_address=args.ray_address)
+    evo = replace(evo, **{field: getattr(args, field) for field in ALGORITHM_FIELDS if hasattr(args, field)})
+    sandbox = replace(SandboxConfig(), llm_calls_per_op=getattr(args, "toolkit_budget", SandboxConfig.llm_calls_per_op))
     return RunConfig(name=name, task=args.task, data=args.data, runs_dir=runs_dir, seeds=seeds,
                      theme=getattr(args, "theme", None), metric=getattr(args, "metric", None),
-                     task_options=task_options(args), evolution=evo, llm=resolve_llm(args))
+                     task_options=task_options(args), evolution=evo, sandbox=sandbox, llm=resolve_llm(args))
+
+
+ALGORITHM_FIELDS = ("selection", "tau", "runtime_fix_rounds", "split_seed", "confirm_top", "confirm_size",
+                    "pick", "prompts")
 
 
 def check_numbers(args) -> str | None:
     """The first numeric flag out of range, as one line; None when all are fine."""
     rules = (("iterations", 0, "0 or more"), ("static_size", 1, "1 or more"), ("workers", 1, "1 or more"),
              ("parallel", 1, "1 or more (1 = one iteration at a time)"), ("keep_sessions", 0, "0 or more"),
-             ("prompt_budget", 1000, "1000 or more"))
+             ("prompt_budget", 1000, "1000 or more"), ("toolkit_budget", 0, "0 or more"),
+             ("runtime_fix_rounds", 0, "0 or more"), ("confirm_top", 1, "1 or more"),
+             ("confirm_size", 0, "0 or more (0 = no confirmation)"))
     for name, low, what in rules:
         value = getattr(args, name, None)
         if value is not None and value < low:
@@ -136,6 +169,13 @@ def check_numbers(args) -> str | None:
     ratio = getattr(args, "train_ratio", None)
     if ratio is not None and ratio < 0:
         return f"--train-ratio {ratio}: give 0 (every episode) or more"
+    tau = getattr(args, "tau", None)
+    if tau is not None and not tau > 0:  # also NaN
+        return f"--tau {tau}: give a temperature above 0, e.g. {EvolutionConfig.tau}"
+    for flag in ("max_usd", "max_tokens"):
+        value = getattr(args, flag, None)
+        if value is not None and not value > 0:
+            return f"--{flag.replace('_', '-')} {value}: give a budget above 0"
     return None
 
 
@@ -145,18 +185,23 @@ def _embed_cache(value: str | None) -> str | None:
 
 
 def cmd_evolve(args) -> int:
-    from mstar.run.store import RunStore
+    """Everything that can be checked is checked before the run folder exists and before any
+    spend: flags, config, task, embeddings, seeds (the sandbox's gates), the cluster, the LLM
+    endpoints (one call per role). Then the run, guarded: Ctrl-C, SIGTERM and a full or
+    read-only disk end it with one line and the command that continues it (mstar/commands/exits.py)."""
     from mstar.commands import load_task_or_report
-
+    from mstar.commands.exits import RunGuard
     from mstar.llm.settings import ConfigError
+    from mstar.run.store import RunStore
+
+    problem = check_numbers(args)
+    if problem:
+        print(f"mstar: {problem}", file=sys.stderr)
+        return 2
     try:
         cfg = resolve_config(args)
     except ConfigError as exc:
         print(f"mstar: {exc}", file=sys.stderr)
-        return 2
-    problem = check_numbers(args)
-    if problem:
-        print(f"mstar: {problem}", file=sys.stderr)
         return 2
     task = load_task_or_report(cfg.task, cfg.data, theme=cfg.theme, metric=cfg.metric, **cfg.task_options)
     if task is None:
@@ -167,12 +212,25 @@ def cmd_evolve(args) -> int:
     except ValueError as exc:
         print(f"mstar: --embed-model: {exc}", file=sys.stderr)
         return 2
-    from mstar.program.sources import load_program_source
-    try:  # a bad seed name fails here, before a run folder exists
-        for ref in cfg.seeds:
-            load_program_source(ref)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"mstar: --seeds: {exc}", file=sys.stderr)
+    store = RunStore(Path(cfg.runs_dir) / cfg.name)
+    try:
+        store.check_new()
+    except FileExistsError as exc:
+        print(f"mstar: {exc}", file=sys.stderr)
+        return 2
+    with RunGuard() as guard:  # Ctrl-C during the checks below is one line too
+        return guard.run(lambda: _checked_run(cfg, task, store, args, guard))
+
+
+def _checked_run(cfg, task, store, args, guard) -> int:
+    """The checks that start processes or make calls, then the run folder and the run itself."""
+    from mstar.commands.exits import disk_line, disk_problem
+    from mstar.commands.prechecks import check_seeds, preflight
+    from mstar.commands.wiring import make_router
+
+    problem = check_seeds(cfg.seeds, cfg.sandbox)  # a bad seed name or file fails before a folder exists
+    if problem:
+        print(f"mstar: {problem}", file=sys.stderr)
         return 2
     if cfg.evolution.executor == "ray":  # an unreachable cluster fails here, before a run folder exists
         from mstar.execution import ExecutorError
@@ -182,50 +240,62 @@ def cmd_evolve(args) -> int:
         except ExecutorError as exc:
             print(f"mstar: {exc}", file=sys.stderr)
             return 2
-    store = RunStore(Path(cfg.runs_dir) / cfg.name)
+    router = make_router(cfg)
+    if router is None:
+        return 2
+    if not getattr(args, "no_preflight", False):
+        code = preflight(router, quiet=args.quiet)
+        if code is not None:
+            return code
     try:
         store.create()
-    except FileExistsError as exc:
-        print(f"mstar: {exc}", file=sys.stderr)
-        return 2
-    store.acquire_lock()  # held while this process runs it: `mstar runs` shows the run as running
-    store.write_config(cfg.to_dict())
+        store.acquire_lock()  # held while this process runs it: `mstar runs` shows the run as running
+        store.write_config(cfg.to_dict())
+    except OSError as exc:
+        if disk_problem(exc) is None:
+            raise
+        print(disk_line(exc, store.root, resumable=False), file=sys.stderr)
+        return 1
+    guard.store = store
     try:
-        return _run(cfg, task, store, args)
+        return _run(cfg, task, store, router, args)
     finally:
         store.release_lock()
 
 
-def _run(cfg, task, store, args) -> int:
-    from mstar.llm.router import LLMRouter
-    from mstar.llm.types import LLMError
+def _run(cfg, task, store, router, args) -> int:
+    from mstar.commands.wiring import attach_store, live_display, seed_ids
     from mstar.loop import Evolution
 
-    try:
-        router = LLMRouter.from_config(cfg.llm, seed=cfg.evolution.seed,
-                                       on_usage=lambda rec: store.append_jsonl("llm_usage.jsonl", rec.to_dict()),
-                                       on_warning=lambda w: print(f"mstar: warning: {w}", file=sys.stderr, flush=True))
-    except LLMError as exc:
-        print(f"mstar: {exc}", file=sys.stderr)
-        return 2
+    live = live_display(router, args.quiet)
+    lost = attach_store(router, store, live)
     print(f"run     {store.root}")
     print(f"task    {task.name}: {len(task.episodes)} episodes, {len(task.validation)} validation, "
           f"{len(task.test)} test queries ({task.metric_name})")
     for role, desc in router.describe().items():
         print(f"llm     {role:<10} {desc}")
-    progress = ProgressPrinter(cfg.evolution.iterations, args.quiet)
+    progress = ProgressPrinter(cfg.evolution.iterations, args.quiet, ids=seed_ids(cfg))
     evo = Evolution(cfg, task, router, store, progress=progress)
     progress = both(progress, live_spend(router, cfg, task, evo, quiet=args.quiet))
+    if live is not None:
+        progress = both(live.pause, progress)
     evo.progress = progress
     print(f"split   static {len(evo.static)} | rotating pool {len(evo.split.rotating_pool)} | "
           f"training episodes {len(evo.train)} | embeddings {evo.split.config.embedder}")
-    summary = evo.run()
-    router.close()
+    try:
+        summary = evo.run()
+    finally:
+        if live is not None:
+            live.stop()
+        router.close()
     print_done(summary, store.root)
     print(f"llm     {router.ledger.spend_line()}")
     saved = cache_line(router)
     if saved:
         print(saved)
+    if lost:
+        print(f"mstar: warning: {len(lost)} LLM usage record(s) could not be written to "
+              f"{store.root / 'llm_usage.jsonl'}: {lost[0]}", file=sys.stderr)
     return exit_code(summary)
 
 
@@ -263,10 +333,18 @@ def test_line(summary) -> str:
 
 def print_done(summary, root) -> None:
     if summary.stop_reason:
-        hint = "--max-usd or --max-tokens with a larger budget" if summary.stop_kind == "budget" else \
-            "once the endpoint works again"
+        from mstar.llm.budget import budget_flag
+        flag = budget_flag(summary.stop_reason)
+        if summary.stop_kind == "budget" and flag:
+            command, hint = f"mstar resume {root} {flag} LARGER", f"the run spent its {flag}; give a larger one"
+        else:
+            command, hint = f"mstar resume {root}", ("with a larger budget" if summary.stop_kind == "budget"
+                                                     else "once the endpoint works again")
         print(f"stopped {summary.stop_reason}")
-        print(f"resume  mstar resume {root}  ({hint}); no test evaluation was run, nothing done is lost")
+        print(f"resume  {command}  ({hint}); no test evaluation was run, nothing done is lost")
+    if summary.best_id is None:
+        print(f"done    no program was scored; {summary.seconds:.1f}s")
+        return
     print(f"done    best {summary.best_id} static {summary.best_static:.3f} (best seed "
           f"{summary.best_seed_static:.3f}); {summary.children_added}/{summary.iterations} iterations added "
           f"a child; {summary.seconds:.1f}s")

@@ -1,7 +1,7 @@
 """`mstar runs`: the run folders under --runs-dir with task, progress, best score, spend and status."""
 from __future__ import annotations
 
-import json
+from mstar.run.store import dumps
 
 
 def register(sub) -> None:
@@ -18,7 +18,7 @@ def cmd_runs(args) -> int:
 
     rows = list_runs(args.runs_dir)
     if args.json:
-        print(json.dumps([r.to_dict() for r in rows], indent=2))
+        print(dumps([r.to_dict() for r in rows], indent=2))
         return 0
     if not rows:
         print(f"no runs under {args.runs_dir}")

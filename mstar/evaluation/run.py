@@ -35,6 +35,7 @@ from mstar.evaluation.sessions import LOAD_INFO, SessionCache, session_key
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
 from mstar.llm.types import FatalLLMError
+from mstar.split.embed import current_program_embeddings
 from mstar.tasks import Episode, QueryItem
 from mstar.tasks.judging import JudgeFn, Score
 from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits
@@ -153,10 +154,18 @@ def evaluate(
     workers: int = 64,
     sessions: SessionCache | None = None,
     outage_threshold: float = OUTAGE_THRESHOLD,
+    progress: Callable[[str, int, int], None] | None = None,
+    embed="current",
 ) -> EvalResult:
     """Score `source` on `queries` after writing `episodes`. With `sessions`, an ingested
     knowledge base of the same program over the same episodes is reused (reads only), and this
-    one is kept for later evaluations."""
+    one is kept for later evaluations. `progress("writes" | "cases", done, total)` is called as
+    episodes are written and cases finish (the CLI's live display). `embed`: the engine-served
+    embeddings of the program's chroma collections (mstar.split.embed.program_embeddings; None =
+    hashing in the worker; "current" = the process-wide choice, use_program_embeddings)."""
+    if isinstance(embed, str) and embed == "current":
+        embed = current_program_embeddings()
+    progress = progress or (lambda what, done, total: None)
     t0 = time.perf_counter()
     calls = _Calls(router)
     key = session_key(source, [ep.id for ep in episodes]) if sessions is not None else None
@@ -169,7 +178,8 @@ def evaluate(
         else:
             toolkit = _Toolkit(calls)
             session = ProgramSession(source, allowed_imports=sandbox.allowed_imports,
-                                     limits=sandbox_limits(sandbox), llm=llm_scope.bind(toolkit))
+                                     limits=sandbox_limits(sandbox), llm=llm_scope.bind(toolkit),
+                                     embed=embed, embed_label=getattr(embed, "label", "engine"))
             program = _Program(session, toolkit, calls)
             # Known from an earlier load (the gates, or an evaluation): the prompts are asked now
             # and the worker starts meanwhile; else the worker's load comes first.
@@ -202,11 +212,15 @@ def evaluate(
                     return _failed(queries, _verdict_dict(exc), time.perf_counter() - t0)
                 if not _same_prompts(loaded, info):   # cannot happen for the same text; checked anyway
                     raise RuntimeError("the program's load differs from the one it was gated with")
+            progress("cases", 0, len(queries))
             if kept is None:
                 LOAD_INFO.put(source, info)
-                writes = _ingest(program, episodes, pending[:len(episodes)], info)
+                writes = _ingest(program, episodes, pending[:len(episodes)], info, progress)
             case_futs = [llm_scope.submit(case_pool, _case, program, calls, q, m, f, info, metric)
                          for q, m, f in zip(queries, q_msgs, q_futs)]
+            finished = iter(range(1, len(case_futs) + 1))   # next() is atomic under the GIL
+            for f in case_futs:
+                f.add_done_callback(lambda _f: progress("cases", next(finished), len(case_futs)))
             pending += case_futs
             cases = [f.result() for f in case_futs]
         except BaseException:  # a fatal LLM error, an interrupt: stop what has not started
@@ -240,9 +254,10 @@ def _done_with(session, kept, sessions, key, info, writes, *, keep: bool, toolki
         session.close()
 
 
-def _ingest(program: _Program, episodes, extract, info) -> list[WriteRecord]:
+def _ingest(program: _Program, episodes, extract, info, progress) -> list[WriteRecord]:
     """Writes in episode order, each as soon as its extraction (and every write before it) is done."""
     writes = []
+    progress("writes", 0, len(episodes))
     for ep, fut in zip(episodes, extract):
         reply, err, waited = fut.result()
         obj, warn = agent.parse_json_object(reply) if err is None else (None, None)
@@ -262,6 +277,7 @@ def _ingest(program: _Program, episodes, extract, info) -> list[WriteRecord]:
             if failures:
                 rec.llm_error = rec.llm_error or f"toolkit call failed: {failures[-1]}"
         writes.append(rec)
+        progress("writes", len(writes), len(episodes))
     return writes
 
 
@@ -294,7 +310,7 @@ def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_
         return case
     consts = info.constants
     a_msgs = agent.build_answer_messages(consts["ALWAYS_ON_KNOWLEDGE"], case.retrieved, q.question,
-                                         consts["INSTRUCTION_RESPONSE"])
+                                         consts["INSTRUCTION_RESPONSE"], query_turns=case.conversation[:2])
     a_reply, a_err, case.waits["answer"] = calls.text("task", a_msgs)
     case.conversation += [a_msgs[-1], {"role": "assistant", "content": a_reply or ""}]
     if a_err is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from mstar.config import RunConfig
 from mstar.evaluation import EvalResult, SessionCache, evaluate
 from mstar.execution.jobs import EvalJob
+from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
 from mstar.tasks import Task
 
@@ -15,18 +16,27 @@ class LocalExecutor:
         self.sessions = SessionCache(cfg.evolution.keep_sessions)
 
     def run(self, job: EvalJob) -> EvalResult:
-        return run_job(job, self.task, self.train, self.router, self.cfg, self.sessions)
+        # The live display (mstar.run.eval_progress), when the CLI set one on the router: one
+        # entry per evaluation in flight, named by the step it belongs to (seed_x, iter_003, test).
+        tracker = getattr(self.router, "eval_progress", None)
+        if tracker is None:
+            return run_job(job, self.task, self.train, self.router, self.cfg, self.sessions)
+        entry = tracker.begin(llm_scope.current() or job.split)
+        try:
+            return run_job(job, self.task, self.train, self.router, self.cfg, self.sessions, progress=entry.update)
+        finally:
+            tracker.end(entry)
 
     def close(self) -> None:
         self.sessions.close()
 
 
 def run_job(job: EvalJob, task: Task, train: list, router: LLMRouter, cfg: RunConfig,
-            sessions: SessionCache | None) -> EvalResult:
+            sessions: SessionCache | None, progress=None) -> EvalResult:
     """The job on this machine (the Ray executor's workers call this too)."""
     pool = task.test if job.split == "test" else task.validation
     queries = list(pool) if job.indices is None else [pool[i] for i in job.indices]
     episodes = list(task.episodes) if job.all_episodes else train
     return evaluate(job.source, episodes, queries, metric=task.score, router=router, sandbox=cfg.sandbox,
                     workers=cfg.evolution.workers, sessions=sessions if job.keep else None,
-                    outage_threshold=cfg.evolution.outage_threshold)
+                    outage_threshold=cfg.evolution.outage_threshold, progress=progress)

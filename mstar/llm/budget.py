@@ -6,6 +6,10 @@ completion of calls that reached a server; cache hits are free). The loop asks
 and stops when a limit is reached, or when the next iteration, at the average
 cost of the iterations so far, would cross it. So a run overshoots by at most
 one iteration, and usually not at all. Warnings fire once each at 50% and 80%.
+
+A resumed run restores the spend so far (the ledger) and primes the per-iteration average with
+the iterations done before (`prime`), so it stops where the first process would have stopped:
+a resume never spends past the budget that stopped the run unless a larger one is given.
 """
 from __future__ import annotations
 
@@ -16,6 +20,15 @@ from dataclasses import dataclass, field
 from mstar.llm.types import UsageRecord, estimate_tokens
 
 WARN_AT = (0.5, 0.8)
+FLAGS = ("--max-usd", "--max-tokens")
+
+
+def budget_flag(reason: str | None) -> str | None:
+    """The flag a budget stop reason names (see Budget.stop_reason), or None."""
+    for flag in FLAGS:
+        if reason and flag in reason:
+            return flag
+    return None
 
 
 @dataclass
@@ -27,6 +40,7 @@ class Budget:
     warnings: list[str] = field(default_factory=list)
     _crossed: set = field(default_factory=set, repr=False)
     _boundaries: list[tuple[float, int]] = field(default_factory=list, repr=False)
+    _prior_steps: list[tuple[float, int]] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self):
@@ -62,20 +76,35 @@ class Budget:
             out.append(("--max-tokens", self.spent_tokens, self.max_tokens, lambda v: f"{int(v):,} tokens"))
         return out
 
+    def prime(self, steps: list[tuple[float, int]]) -> None:
+        """What earlier iterations of this run cost, (usd, billed tokens) each: a resumed run
+        estimates its next iteration from them before it has one of its own."""
+        with self._lock:
+            self._prior_steps = [(float(u), int(t)) for u, t in steps]
+
     def stop_reason(self) -> str | None:
         """Called at each iteration boundary: why the run should stop now, or None."""
         with self._lock:
             self._boundaries.append((self.spent_usd, self.spent_tokens))
-            steps = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(self._boundaries, self._boundaries[1:])]
-            for i, (what, spent, limit, fmt) in enumerate(self._limits()):
-                if spent >= limit:
-                    return f"budget reached: {fmt(spent)} spent, {what} is {fmt(limit)}"
-                if steps:
-                    per_iter = sum(s[0 if what == "--max-usd" else 1] for s in steps) / len(steps)
-                    if spent + per_iter > limit:
-                        return (f"budget nearly reached: {fmt(spent)} spent, {what} is {fmt(limit)}, "
-                                f"and an iteration costs about {fmt(per_iter)}")
-            return None
+            return self._reason()
+
+    def check(self) -> str | None:
+        """What `stop_reason` would say now, without counting a boundary."""
+        with self._lock:
+            return self._reason()
+
+    def _reason(self) -> str | None:
+        steps = self._prior_steps + [(b[0] - a[0], b[1] - a[1])
+                                     for a, b in zip(self._boundaries, self._boundaries[1:])]
+        for what, spent, limit, fmt in self._limits():
+            if spent >= limit:
+                return f"budget reached: {fmt(spent)} spent, {what} is {fmt(limit)}"
+            if steps:
+                per_iter = sum(s[0 if what == "--max-usd" else 1] for s in steps) / len(steps)
+                if spent + per_iter > limit:
+                    return (f"budget nearly reached: {fmt(spent)} spent, {what} is {fmt(limit)}, "
+                            f"and an iteration costs about {fmt(per_iter)}")
+        return None
 
     def to_dict(self) -> dict:
         return {"max_usd": self.max_usd, "max_tokens": self.max_tokens,

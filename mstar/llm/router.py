@@ -104,6 +104,10 @@ class LLMRouter:
         self._seen_lock = threading.Lock()
         self._flight = {r: 0 for r in backends}  # calls waiting on each role's backend right now
         self._flight_lock = threading.Lock()
+        # Told of every failed attempt, retried or not: (role, kind, message) -- the live progress
+        # display counts retries and prints the first error of each kind (mstar.run.eval_progress).
+        self.on_attempt_error: Callable[[str, str, str], None] | None = None
+        self.eval_progress = None  # a tracker executors report evaluation progress to (set by the CLI)
 
     @classmethod
     def from_config(cls, cfg: LLMConfig, *, seed: int = 0, on_usage=None,
@@ -138,6 +142,19 @@ class LLMRouter:
 
     def backend(self, role: str) -> Backend:
         return self._backends[role]
+
+    def policy(self, role: str) -> RolePolicy:
+        return self._policies[role]
+
+    def preflight(self, roles=None) -> list:
+        """One cheap call to each role served by an endpoint, before a run spends anything
+        (mstar/llm/preflight.py): a wrong key or model costs seconds, not a seed evaluation."""
+        from mstar.llm.preflight import check_roles
+        return check_roles(self, roles)
+
+    def attempt_failed(self, role: str, kind: str, message: str) -> None:
+        if self.on_attempt_error is not None:
+            self.on_attempt_error(role, kind, message)
 
     def describe(self) -> dict[str, str]:
         """Which backend and model serve each role (shown by the CLI)."""
@@ -177,8 +194,10 @@ class LLMRouter:
                 except TransientLLMError as exc:
                     errors.append(str(exc))
                     retry_after = exc.retry_after
+                    self.attempt_failed(role, exc.kind, str(exc))
                 except LLMError as exc:
                     errors.append(str(exc))
+                    self.attempt_failed(role, type(exc).__name__, str(exc))
                     self._record_failure(role, backend, kind, str(exc), errors, t0)
                     raise
                 except Exception as exc:  # a backend bug or an unexpected client error: no retry
@@ -191,6 +210,7 @@ class LLMRouter:
                 # Cut short below the role's own limit: the server's fault, worth another try.
                 errors.append(f"role {role!r}: reply cut short (finish_reason=length after "
                               f"{resp.completion_tokens} tokens, below the role's max_tokens)")
+                self.attempt_failed(role, "truncated", errors[-1])
                 resp = None
             if resp is not None:
                 break

@@ -58,7 +58,7 @@ def load_config_file(path: str | Path) -> dict:
     except FileNotFoundError:
         raise ConfigError(f"config file {p} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {p} is not valid TOML: {exc}") from None
+        raise ConfigError(f"config file {p} is not valid TOML: {exc}{_table_at(p, str(exc))}") from None
     unknown = sorted(set(data) - {"llm"})
     if unknown:
         raise ConfigError(f"config file {p}: unknown table(s) {unknown}; this file configures [llm] "
@@ -67,6 +67,27 @@ def load_config_file(path: str | Path) -> dict:
     if not isinstance(table, dict):
         raise ConfigError(f"config file {p}: 'llm' must be a table")
     return _copy(table)
+
+
+_AT_LINE = re.compile(r"at line (\d+)")
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+
+
+def _table_at(path: Path, message: str) -> str:
+    """", in table [llm.reflector]" for the line a TOML error names (the last header above it)."""
+    m = _AT_LINE.search(message)
+    if not m:
+        return ""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    table = None
+    for line in lines[: int(m.group(1))]:
+        h = _HEADER.match(line)
+        if h:
+            table = h.group(1)
+    return f", in table [{table}]" if table else ", before the first table (top level)"
 
 
 def _copy(table: dict) -> dict:
@@ -208,4 +229,10 @@ def resolve_llm_config(config_file: str | None = None, *, base_url: str | None =
         table["cache_dir"] = cache_dir
     if no_cache:
         table["cache_dir"] = None
-    return llm_config_from_table(table)
+    try:
+        return llm_config_from_table(table)
+    except ConfigError as exc:
+        if not config_file:
+            raise
+        also = " (with the --llm overrides)" if overrides else ""
+        raise ConfigError(f"config file {config_file}{also}: {exc}") from None

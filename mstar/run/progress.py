@@ -31,14 +31,23 @@ def format_duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def _errors(n: int) -> str:
+    """Cases left unscored because an LLM call failed: shown beside the score, never in it."""
+    return f" [{n} case error{'s' if n != 1 else ''}]" if n else ""
+
+
 class ProgressPrinter:
     """Callable on lineage events. `first_iteration` > 1 for a resumed run: the ETA is then
     estimated from this process's iterations only, and spend counts from the resume on unless
-    `spend` carries the earlier totals ({"calls", "tokens", "cost_usd"})."""
+    `spend` carries the earlier totals ({"calls", "tokens", "cost_usd"}). `ids`: the program ids
+    known up front (the seeds'), so the columns fit the longest of them."""
 
     def __init__(self, total: int, quiet: bool = False, out: TextIO | None = None,
-                 first_iteration: int = 1, spend: dict | None = None):
+                 first_iteration: int = 1, spend: dict | None = None, ids: list[str] | None = None):
         self.total, self.quiet, self.out = total, quiet, out or sys.stdout
+        longest = max((len(i) for i in ids or ()), default=0)
+        self.id_w, self.parent_w = max(28, longest), max(22, longest)
+        self.before_line = None
         self.first_iteration = first_iteration
         spend = spend or {}
         self.calls = int(spend.get("calls", 0))
@@ -75,26 +84,29 @@ class ProgressPrinter:
             return
         if isinstance(ev, ev_types.SeedEvent):
             err = f"  [failed: {ev.error.get('message', '')}]" if ev.error else ""
-            self._say(f"seed  {ev.program_id:<28} static {ev.static_score:.3f}  "
+            self._say(f"seed  {ev.program_id:<{self.id_w}} static {ev.static_score:.3f}{_errors(ev.case_errors)}  "
                       f"spend {self.spend_text()}{err}")
         elif isinstance(ev, ev_types.IterationEvent):
             it = ev.iteration
             if ev.added_child:
-                outcome = f"child {ev.program_id} static {ev.static_score:.3f} ({ev.delta:+.3f})"
+                outcome = (f"child {ev.program_id} static {ev.static_score:.3f} ({ev.delta:+.3f})"
+                           f"{_errors(ev.case_errors)}")
             else:
                 last = ev.attempts[-1] if ev.attempts else {}
-                outcome = f"{ev.status}: {' '.join(str(last.get('error', '')).split())[:60]}"
+                outcome = f"{ev.status}: {' '.join(str(last.get('error', '')).split())}"[:58]
             eta = self.eta_seconds(it)
-            self._say(f"iter {it:>3}/{self.total}  parent {ev.parent_id:<22} {outcome:<58} "
+            self._say(f"iter {it:>3}/{self.total}  parent {ev.parent_id:<{self.parent_w}} {outcome:<58} "
                       f"best {ev.best_static_score:.3f}  spend {self.spend_text()}  "
                       f"eta {format_duration(eta) if eta is not None else '?'}")
             self._say(f"          {ev.title[:100]}")
         elif isinstance(ev, ev_types.TestEvent):
             score = f"{ev.test_score:.3f}" if ev.test_score is not None else "-"
-            self._say(f"test  {ev.program_id:<28} score {score}  spend {self.spend_text()}")
+            self._say(f"test  {ev.program_id:<{self.id_w}} score {score}{_errors(ev.case_errors)}  spend {self.spend_text()}")
         elif isinstance(ev, ev_types.StoppedEvent):
             self._say(f"stop  after iteration {ev.iteration}: {ev.reason}  spend {self.spend_text()}")
 
     def _say(self, text: str) -> None:
+        if self.before_line is not None:  # e.g. the live display takes its bar off the screen
+            self.before_line()
         # Titles and error messages were written by the reflector or a program: escapes made visible.
         print(terminal_safe(text, newlines=False), file=self.out, flush=True)

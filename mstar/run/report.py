@@ -15,7 +15,7 @@ import html
 import time
 
 from mstar.run import events as ev_types
-from mstar.run.views import LineageNode, RunView, lineage_tree, unified_diff
+from mstar.run.views import LineageNode, RunView, case_errors_text, lineage_tree, unified_diff
 from mstar.run.progress import format_count
 from mstar.run.plots import categories_svg, spend_svg, svg_ids_unique, trajectory_svg
 from mstar.run.spend import total
@@ -40,7 +40,7 @@ ul.tree li{margin:2px 0;font-size:14px}ul.tree ul{border-left:1px solid #cfd8dc}
 .score{font-variant-numeric:tabular-nums}.up{color:#2e7d32}.down{color:#c62828}
 .badge{display:inline-block;font-size:11px;padding:0 6px;border-radius:8px;margin-left:4px;color:#fff}
 .BEST{background:#f9a825}.REGRESSION{background:#c62828}.FAILED{background:#6d4c41}
-.DUPLICATE{background:#8e24aa}.ERROR{background:#000}
+.DUPLICATE{background:#8e24aa}.ERROR{background:#000}.llm-errors{color:#e65100;font-size:13px}
 details{border-top:1px solid #eee;padding:6px 0}summary{cursor:pointer;font-size:14px}
 pre{background:#f5f5f5;padding:8px;overflow-x:auto;font-size:12px;line-height:1.35}
 pre .add{color:#1b5e20;background:#e8f5e9}pre .del{color:#b71c1c;background:#ffebee}pre .hunk{color:#6a1b9a}.muted{color:#78909c;font-size:13px}
@@ -65,7 +65,9 @@ def _delta(d) -> str:
 
 
 def _badges(n: LineageNode) -> str:
-    return "".join(f'<span class="badge {m}">{m}</span>' for m in n.markers)
+    """Markers, and the cases left unscored because an LLM call failed (beside the score, never in it)."""
+    errors = f' <span class="llm-errors">{_e(case_errors_text(n.case_errors))}</span>' if n.case_errors else ""
+    return "".join(f'<span class="badge {m}">{m}</span>' for m in n.markers) + errors
 
 
 def _summary(view: RunView, nodes: list[LineageNode]) -> str:
@@ -73,7 +75,9 @@ def _summary(view: RunView, nodes: list[LineageNode]) -> str:
     best = next((n for n in nodes if n.best), None)
     seeds = [n for n in nodes if n.status == "seed" and n.static_score is not None]
     rows = [("run", f"{_e(view.root.name)} <span class='muted'>({_e(view.root)})</span>"),
-            ("status", _e(view.status)),
+            ("status", _e(view.status) + (f" after iteration {view.stop.iteration}: {_e(view.stop.reason)} "
+                                          f"<span class='muted'>(mstar resume continues it)</span>"
+                                          if view.stop is not None else "")),
             ("task", _e(view.config.get("task")) + (f" ({_e(view.config['data'])})" if view.config.get("data") else "")),
             ("iterations", f"{view.iterations_done} of {_e(evo.get('iterations', '?'))} "
                            f"(seed {_e(evo.get('seed'))}, static set {_e(evo.get('static_size'))}, "
@@ -85,7 +89,13 @@ def _summary(view: RunView, nodes: list[LineageNode]) -> str:
         rows.append(("best program", f"<span class='id'>{_e(best.label)}</span> static {_score(best.static_score)}"
                                      f" (best seed {_score(max((s.static_score for s in seeds), default=None))})"))
     if view.summary:
-        rows.append(("test score", f"{_score(view.summary.get('test_score'))} on the held-out test set"))
+        errors = view.summary.get("test_case_errors") or 0
+        rows.append(("test score", f"{_score(view.summary.get('test_score'))} on the held-out test set"
+                     + (f" <span class='llm-errors'>{_e(case_errors_text(errors))}</span>" if errors else "")))
+    unscored = sum(n.case_errors for n in nodes)
+    if unscored:
+        rows.append(("LLM errors", f"{unscored} case evaluation(s) not scored because an LLM call failed "
+                                   "after its retries; scores are means over the scored cases"))
     rows.append(("models", "<br>".join(f"{_e(r)}: {_e(m)}" for r, m in view.models().items())))
     body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     return f"<table>{body}</table>"

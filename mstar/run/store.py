@@ -14,6 +14,9 @@ Layout of runs/<name>/:
 Writes are atomic (temp file + rename) and each JSON line goes to the file in one
 write call as soon as it exists, so a crash (even SIGKILL) leaves at most a
 partial *last* line, which the readers below detect and `mstar resume` drops.
+A write that fails (disk full, read-only) removes its temp file; a process killed in
+the middle of one leaves `.<name>.tmp<pid>`, which `sweep_temp` removes (resume does).
+Every JSON written is strict JSON: a float that is not finite is written as null.
 
 config.json and summary.json carry `format_version`; readers refuse folders from
 a version they do not know with a message that says so (RunFormatError).
@@ -22,7 +25,9 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -40,14 +45,41 @@ class RunLockedError(RuntimeError):
     """Another live process holds the run folder."""
 
 
+TEMP_NAME = re.compile(r"^\..+\.tmp(\d+)$")
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # disk full, read-only, an interrupt: no temp file is left behind
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with every float that is not finite (NaN, inf) replaced by None: JSON has no NaN,
+    and most readers refuse the `NaN` Python would write."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def dumps(value: Any, **kwargs) -> str:
+    """Strict JSON (see json_safe); the one way the run folder and the commands write JSON."""
+    return json.dumps(json_safe(value), allow_nan=False, **{"default": str, **kwargs})
 
 
 class RunStore:
@@ -56,15 +88,19 @@ class RunStore:
         self._lock = threading.Lock()
         self._lock_fd: int | None = None
 
-    def create(self) -> None:
+    def check_new(self) -> None:
+        """FileExistsError when the folder exists and holds anything (checked again by create)."""
         if self.root.exists() and any(self.root.iterdir()):
             raise FileExistsError(f"run folder {self.root} already exists and is not empty; "
                                   "choose another --name or remove it")
+
+    def create(self) -> None:
+        self.check_new()
         (self.root / "programs").mkdir(parents=True, exist_ok=True)
         (self.root / "cases").mkdir(parents=True, exist_ok=True)
 
     def write_json(self, rel: str, data: Any) -> None:
-        atomic_write_text(self.root / rel, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+        atomic_write_text(self.root / rel, dumps(data, indent=2, ensure_ascii=False) + "\n")
 
     def write_text(self, rel: str, text: str) -> None:
         atomic_write_text(self.root / rel, text)
@@ -73,7 +109,7 @@ class RunStore:
         self.write_json("config.json", {"format_version": FORMAT_VERSION, **config})
 
     def append_jsonl(self, rel: str, record: dict) -> None:
-        data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        data = (dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
             # One write(2) on an O_APPEND descriptor: a kill lands before or after the line,
             # or (for very large lines, rarely) inside it -- never between two lines.
@@ -84,6 +120,22 @@ class RunStore:
                     view = view[os.write(fd, view):]
             finally:
                 os.close(fd)
+
+    def sweep_temp(self, pid: int | None = None) -> list[Path]:
+        """Remove temp files of atomic writes left by a process that died mid-write (all of them,
+        or only those of `pid`); the caller holds the folder. Returns what was removed."""
+        removed = []
+        if not self.root.is_dir():
+            return removed
+        for path in self.root.rglob(".*.tmp*"):
+            m = TEMP_NAME.match(path.name)
+            if m and (pid is None or int(m.group(1)) == pid) and path.is_file():
+                try:
+                    path.unlink()
+                    removed.append(path)
+                except OSError:
+                    pass
+        return removed
 
     @staticmethod
     def program_rel(program_id: str) -> str:

@@ -2,10 +2,14 @@
 
 Serves POST /v1/chat/completions (and /chat/completions) with usage figures,
 and GET /v1/stats (requests and injected faults so far). Answers come from a
-script (a list of replies, used in order) or from the offline backend, chosen
-by the request's model name ("offline-task", "offline-reflector", ... or a role
-name). The real `openai` client talks to it over loopback, so tests exercise
-the same code path as a real endpoint.
+script (a list of replies, used in order) or from the offline models. Any model
+name is served: the role is read from the prompt (the task agent's and judge's
+prompts open with a <task> tag, the reflector's carry its own sections, anything
+else is a program's toolkit call), unless the model is named after a role
+("offline-task", "reflector", ...). With `models=[...]` (--models) the server
+knows only those names and answers any other with HTTP 404 naming them, as a
+real provider does for an unknown model. The real `openai` client talks to it
+over loopback, so tests exercise the same code path as a real endpoint.
 
 Latency is configurable (a fixed part plus a part per completion token, like a
 real server's time to first token and decoding speed), and so are faults: a
@@ -18,21 +22,27 @@ an empty completion or a truncated one (finish_reason "length").
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
+from mstar.llm.preflight import PROMPT as PREFLIGHT_PROMPT
 from mstar.llm.types import estimate_tokens, messages_text
 
 # A responder returns the reply text, or (text, finish_reason) to simulate e.g. a cut-off reply.
 Responder = Callable[[str, list[dict]], "str | tuple[str, str]"]
 
 FAULT_KINDS = ("rate_limit", "server_error", "hang", "malformed", "empty", "truncated")
+ROLES = ("task", "reflector", "toolkit", "judge")
+_TASK_TAG = re.compile(r"<task>\s*([a-z_]+)\s*</task>")
+REFLECTOR_MARKS = ("<underperforming_cases>", "<patch_format>", "<broken_program>", "<interface_spec>")
 
 
 class HTTPErrorReply(Exception):
@@ -41,6 +51,27 @@ class HTTPErrorReply(Exception):
     def __init__(self, status: int, message: str = "rejected by the fake server"):
         super().__init__(message)
         self.status = status
+
+
+def role_of(model: str, messages: list[dict]) -> str:
+    """Which offline model answers, read from the prompt (in the project's wording or the
+    paper's, mstar.prompts): the task agent's and judge's prompts open with a <task> tag, the
+    reflector's carry its own sections; free text is a program's toolkit call -- unless the model
+    is named after the reflector or the judge."""
+    text = "\n".join(str(m.get("content", "")) for m in messages)
+    tag = _TASK_TAG.search(text[:4000])
+    if tag and tag.group(1) == "compile_fix" or any(mark in text for mark in REFLECTOR_MARKS) \
+            or ("## Broken Code" in text and "## Error" in text):      # the paper's compile-fix wording
+        return "reflector"
+    if tag:
+        return "judge" if tag.group(1).startswith("judge") else "task"
+    if "# Conversation" in text and "# Rubric item" in text:          # the paper's judge wording
+        return "judge"
+    from mstar.offline.paper_forms import tagged_task_prompt
+    if tagged_task_prompt(messages) is not None:                      # the paper's task-agent wording
+        return "task"
+    named = model.removeprefix("offline-")
+    return named if named in ("reflector", "judge") else "toolkit"
 
 
 def offline_responder(seed: int = 0, memo: bool = False) -> Responder:
@@ -57,9 +88,9 @@ def offline_responder(seed: int = 0, memo: bool = False) -> Responder:
         key = json.dumps([model, messages], sort_keys=True) if memo else ""
         if memo and key in seen:
             return seen[key]
-        role = model.removeprefix("offline-")
-        if role not in ("task", "reflector", "toolkit", "judge"):
-            role = "task"
+        if messages == PREFLIGHT_PROMPT:   # mstar's connection check (mstar/llm/preflight.py)
+            return "ok"
+        role = role_of(model, messages)
         with lock:
             backend = cache.setdefault(role, OfflineBackend(role, seed=seed))
         text = backend.complete(messages).text
@@ -88,7 +119,8 @@ def scripted_responder(replies: list) -> Responder:
 class Faults:
     """Which requests fail, and how. `script` decides the first requests in order
     (a kind, or None for a normal reply); after it, each request gets a fault with
-    probability `rate`, its kind drawn from `kinds` (both seeded by request number)."""
+    probability `rate`, its kind drawn from `kinds` (both seeded by request number, or with
+    `keyed` by the request's content and how often it was sent: see `pick`)."""
 
     rate: float = 0.0
     kinds: tuple[str, ...] = FAULT_KINDS
@@ -96,6 +128,7 @@ class Faults:
     retry_after_s: float = 1.0
     hang_s: float = 30.0
     seed: int = 0
+    keyed: bool = False
 
     def __post_init__(self):
         bad = [k for k in list(self.kinds) + [k for k in self.script if k is not None] if k not in FAULT_KINDS]
@@ -104,16 +137,19 @@ class Faults:
         if not 0.0 <= self.rate <= 1.0:
             raise ValueError(f"fault rate must be between 0 and 1, got {self.rate}")
 
-    def pick(self, n: int) -> str | None:
-        """The fault for request number n (0-based), or None."""
+    def pick(self, n: int, key: str | None = None) -> str | None:
+        """The fault for request number n (0-based), or None. With `keyed`, the draw depends on
+        `key` (the request's content and how often it was sent before) instead of n, so the same
+        requests meet the same faults whatever order concurrent callers send them in."""
         if n < len(self.script):
             return self.script[n]
-        rng = random.Random(f"{self.seed}:{n}")
+        rng = random.Random(f"{self.seed}:{key if self.keyed and key is not None else n}")
         return rng.choice(self.kinds) if self.kinds and rng.random() < self.rate else None
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # a run opens up to `concurrency` connections at once; 5 would refuse some
     block_on_close = False   # keep-alive connections may idle in their threads; do not wait for them
 
     def handle_error(self, request, client_address):
@@ -124,13 +160,16 @@ class FakeOpenAIServer:
     """`with FakeOpenAIServer(responder) as srv: srv.base_url ...`"""
 
     def __init__(self, responder: Responder, *, latency_s: float = 0.0, latency_per_token_s: float = 0.0,
-                 faults: Faults | None = None, host: str = "127.0.0.1", port: int = 0):
+                 faults: Faults | None = None, host: str = "127.0.0.1", port: int = 0,
+                 models: list[str] | None = None):
         self.responder = responder
+        self.models = list(models) if models else None   # None: any model name is served
         self.latency_s = latency_s
         self.latency_per_token_s = latency_per_token_s
         self.faults = faults or Faults()
         self.requests: list[dict] = []
         self.log: list[dict] = []            # per request: {"n", "model", "fault"}
+        self._sent: dict[str, int] = {}      # keyed faults: how often each request body was sent
         self._lock = threading.Lock()
         server = self
 
@@ -159,7 +198,12 @@ class FakeOpenAIServer:
                 with server._lock:
                     n = len(server.requests)
                     server.requests.append(body)
-                    fault = server.faults.pick(n)
+                    key = None
+                    if server.faults.keyed:
+                        digest = hashlib.sha1(json.dumps(body.get("messages"), sort_keys=True).encode()).hexdigest()
+                        server._sent[digest] = server._sent.get(digest, 0) + 1
+                        key = f"{digest}:{server._sent[digest]}"
+                    fault = server.faults.pick(n, key)
                     server.log.append({"n": n, "model": body.get("model", ""), "fault": fault})
                 server.serve(self, n, body, fault, t0)
 
@@ -194,6 +238,10 @@ class FakeOpenAIServer:
         if fault == "hang":
             time.sleep(f.hang_s)
         model, messages = body.get("model", ""), body.get("messages", [])
+        if self.models is not None and model not in self.models:
+            return h._send(404, {"error": {
+                "message": f"unknown model {model!r}; this server serves: {', '.join(self.models)}",
+                "type": "invalid_request_error", "code": "model_not_found"}})
         try:
             reply = self.responder(model, messages)
         except HTTPErrorReply as exc:
@@ -254,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the offline models and of the fault draw")
     ap.add_argument("--script", default=None, help="JSON file with a list of replies (instead of the offline models)")
     ap.add_argument("--memo", action="store_true", help="answer a repeated request from memory (benchmarks)")
+    ap.add_argument("--models", default=None,
+                    help="comma-separated model names to serve; others get HTTP 404 (default: any name)")
     args = ap.parse_args(argv)
     if args.script:
         with open(args.script, encoding="utf-8") as fh:
@@ -262,9 +312,12 @@ def main(argv: list[str] | None = None) -> int:
         responder = offline_responder(args.seed, memo=args.memo)
     faults = Faults(rate=args.fault_rate, kinds=tuple(k for k in args.faults.split(",") if k),
                     retry_after_s=args.retry_after, hang_s=args.hang, seed=args.seed)
+    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
     srv = FakeOpenAIServer(responder, latency_s=args.latency, latency_per_token_s=args.latency_per_token,
-                           faults=faults, host=args.host, port=args.port)
+                           faults=faults, host=args.host, port=args.port, models=models)
     print(srv.base_url, flush=True)
+    print(f"serving {'models ' + ', '.join(models) if models else 'any model name (roles read from the prompt)'}",
+          flush=True)
     try:
         srv._httpd.serve_forever()
     except KeyboardInterrupt:

@@ -1,0 +1,185 @@
+"""Issue 13, ending cleanly: budgets that hold on resume, Ctrl-C and SIGTERM, a read-only or full
+disk, a closed pipe. Each ends with one line (and the command that continues the run), an exit
+code, no traceback, no temp file, and only strict JSON in the run folder."""
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from failure_helpers import (ROOT, assert_strict_json, error_lines, events, mstar_process, temp_files, usage,
+                             wait_for)
+from mstar.cli import main
+from mstar.run.views import open_run
+
+OFFLINE = ["--task", "sample", "--size", "0.3", "--static-size", "6", "--seeds", "vector_search"]
+
+
+def _tokens(evs, kind):
+    return sum(e["llm"]["prompt_tokens"] + e["llm"]["completion_tokens"] for e in evs if e["event"] == kind)
+
+
+@pytest.fixture(scope="module")
+def budget_stopped(tmp_path_factory):
+    """A run its --max-tokens stopped after the seeds and some iterations (offline models count tokens)."""
+    tmp = tmp_path_factory.mktemp("budget")
+    probe = tmp / "probe"
+    assert main(["evolve", *OFFLINE, "--iterations", "1", "--out", str(probe), "--quiet"]) == 0
+    ev = events(probe)
+    limit = _tokens(ev, "seed") + int(1.5 * _tokens(ev, "iteration"))
+    run = tmp / "capped"
+    assert main(["evolve", *OFFLINE, "--iterations", "6", "--out", str(run), "--quiet", "--max-tokens", str(limit)]) == 0
+    return run, limit
+
+
+def test_a_budget_stop_says_which_flag_and_writes_strict_json(budget_stopped, capsys):
+    run, limit = budget_stopped
+    ev = events(run)
+    assert ev[-1]["event"] == "stopped" and ev[-1]["kind"] == "budget" and "--max-tokens" in ev[-1]["reason"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["test_score"] is None and summary["stop_kind"] == "budget"   # null, not NaN
+    assert "NaN" not in (run / "summary.json").read_text()
+    assert_strict_json(run)
+    assert open_run(run).status == "stopped"
+
+
+def test_resume_without_a_larger_budget_spends_nothing(budget_stopped, capsys):
+    run, limit = budget_stopped
+    before = ((run / "lineage.jsonl").read_text(), len(usage(run)))
+    for flags in ([], ["--max-tokens", str(limit)], ["--max-usd", "5"]):
+        assert main(["resume", str(run), *flags]) == 2
+        [line] = error_lines(capsys.readouterr().err)
+        assert "stopped at its budget" in line and f"mstar resume {run} --max-tokens LARGER" in line
+    assert ((run / "lineage.jsonl").read_text(), len(usage(run))) == before
+
+
+def test_resume_with_a_larger_budget_that_does_not_cover_an_iteration_stops_again_at_once(budget_stopped, tmp_path,
+                                                                                            capsys):
+    import shutil
+    run, limit = budget_stopped
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    done = sum(e["event"] == "iteration" for e in events(copy))
+    # One token more than before: larger, but an iteration costs far more. The resumed run knows
+    # what its iterations cost (it did not the first time, and spent one iteration past the budget).
+    assert main(["resume", str(copy), "--max-tokens", str(limit + 1)]) == 0
+    out = capsys.readouterr().out
+    assert "stopped budget nearly reached" in out and f"mstar resume {copy} --max-tokens LARGER" in out
+    assert sum(e["event"] == "iteration" for e in events(copy)) == done
+    spent = sum(r["prompt_tokens"] + r["completion_tokens"] for r in usage(copy) if not r["cache_hit"])
+    assert spent <= limit + 1
+    # A budget large enough for the rest lets it finish.
+    assert main(["resume", str(copy), "--max-tokens", str(limit * 20)]) == 0
+    assert open_run(copy).status == "finished"
+
+
+@pytest.mark.parametrize("signum,name,code", [(signal.SIGINT, "Ctrl-C", 130), (signal.SIGTERM, "SIGTERM", 143)])
+def test_an_interrupt_ends_with_one_line_and_resume_continues(tmp_path, signum, name, code):
+    run = tmp_path / "run"
+    proc = mstar_process("evolve", *OFFLINE, "--iterations", "40", "--out", str(run))
+    try:
+        wait_for(lambda: (run / "lineage.jsonl").exists() and '"iteration"' in (run / "lineage.jsonl").read_text())
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert lines == [f"mstar: interrupted ({name}); what was done is saved -- continue with: mstar resume {run}"]
+    assert temp_files(run) == []
+    assert_strict_json(run)
+    assert open_run(run).status == "stopped"
+    done = sum(e["event"] == "iteration" for e in events(run))
+    assert events(run)[-1]["event"] == "stopped" and events(run)[-1]["kind"] == "interrupted"
+    if signum == signal.SIGINT:  # (once is enough: the folder is the same after either signal)
+        assert main(["resume", str(run), "--iterations", str(done + 1), "--quiet"]) == 0
+        assert open_run(run).status == "finished"
+
+
+def test_a_read_only_runs_folder_is_one_line(tmp_path, monkeypatch, capsys):
+    from mstar.run.store import RunStore
+
+    def read_only(self):
+        raise OSError(errno.EROFS, "Read-only file system", str(self.root))
+
+    monkeypatch.setattr(RunStore, "create", read_only)
+    assert main(["evolve", *OFFLINE, "--iterations", "1", "--out", str(tmp_path / "run")]) == 1
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert error_lines(err) == [f"mstar: cannot write {tmp_path / 'run'}: Read-only file system (EROFS) -- the file "
+                                "system is read-only: make it writable"]
+
+
+def test_a_full_disk_mid_run_is_one_line_no_temp_file_and_resume_sweeps_and_finishes(tmp_path, monkeypatch, capsys):
+    run = tmp_path / "run"
+    real_fsync, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) > 8:  # the run folder has begun to fill
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert main(["evolve", *OFFLINE, "--iterations", "1", "--out", str(run)]) == 1
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    [line] = error_lines(err)
+    assert line.startswith("mstar: cannot write ") and "No space left on device (ENOSPC)" in line
+    assert line.endswith(f"the disk is full: free some space; then continue with: mstar resume {run}")
+    assert temp_files(run) == []
+    (run / "cases" / ".seed_x.static.json.tmp4242").write_text("{")   # as a killed process leaves it
+    assert main(["resume", str(run), "--quiet"]) == 0
+    assert temp_files(run) == [] and open_run(run).status == "finished"
+    assert_strict_json(run)
+
+
+def test_runs_json_into_a_closed_pipe_ends_quietly(tmp_path):
+    base = tmp_path / "runs"
+    for i in range(300):   # more than a pipe holds, so the writer meets the closed end
+        (base / f"run{i:03d}").mkdir(parents=True)
+        (base / f"run{i:03d}" / "config.json").write_text(json.dumps({"format_version": 1, "task": "sample" * 20}))
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c",
+                           f"{sys.executable} -m mstar.cli runs --json --runs-dir {base} | head -n 2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.splitlines()[0] == "["
+    assert proc.stderr == "" and proc.returncode == 141
+
+
+def test_the_store_writes_strict_json_and_leaves_no_temp_file_when_a_write_fails(tmp_path, monkeypatch):
+    from mstar.run.store import RunStore
+    store = RunStore(tmp_path / "run")
+    store.create()
+    store.write_json("summary.json", {"test_score": float("nan"), "x": [float("inf"), 1.5]})
+    store.append_jsonl("lineage.jsonl", {"score": float("-inf")})
+    assert json.loads((store.root / "summary.json").read_text()) == {"test_score": None, "x": [None, 1.5]}
+    assert_strict_json(store.root)
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError):
+        store.write_program("iter_001", "x = 1\n")
+    assert temp_files(store.root) == []
+    # what a killed process leaves: swept, its own or all (resume holds the folder)
+    mine, other = store.root / "cases" / f".a.json.tmp{os.getpid()}", store.root / ".b.json.tmp1"
+    mine.write_text("{"), other.write_text("{")
+    assert store.sweep_temp(os.getpid()) == [mine] and other.exists()
+    assert store.sweep_temp() == [other] and temp_files(store.root) == []
+
+
+def test_a_primed_budget_counts_the_iterations_before_a_resume():
+    from mstar.llm.budget import Budget, budget_flag
+    fresh, primed = Budget(max_tokens=1000), Budget(max_tokens=1000)
+    for b in (fresh, primed):
+        b.observe(0.0, 700)
+    primed.prime([(0.0, 400), (0.0, 300)])        # iterations of the first process cost 350 on average
+    assert fresh.stop_reason() is None             # knows nothing yet: would run one more
+    reason = primed.stop_reason()
+    assert reason.startswith("budget nearly reached") and "about 350 tokens" in reason
+    assert budget_flag(reason) == "--max-tokens" and budget_flag("budget reached: $1, --max-usd is $1") == "--max-usd"
