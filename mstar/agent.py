@@ -7,6 +7,8 @@ XML-like tags on their own lines, so that an LLM and the offline task model
     extraction: <task>extract_knowledge_item</task> <instruction> <text> <schema> + closing line
     query:      <task>formulate_query</task>        <instruction> <question> <schema> + closing
     answer:     <task>answer</task> <retrieved_memory> <question> <instruction> + closing line
+With the "paper" wording (mstar.prompts) the three prompts are the paper's templates instead
+(mstar/prompts/paper_agent.py); every builder takes `style=None` = mstar.prompts.current().
 Everything is pure: building prompts, digging a JSON object out of a chatty reply, and turning
 that object into a complete, correctly-typed record for the sandbox — with a warning for every
 guess, because the reflector needs to see when the agent and the schema disagree.
@@ -18,6 +20,8 @@ import dataclasses
 import json
 import re
 
+from mstar import prompts
+from mstar.ast_guard import AST_LOCK
 from mstar.program import field_types
 
 
@@ -48,8 +52,16 @@ def _user(*parts: str) -> list[dict]:
     return [{"role": "user", "content": "\n".join(parts)}]
 
 
-def build_extraction_messages(instruction: str, raw_text: str, schema: list[dict]) -> list[dict]:
+def _paper():
+    from mstar.prompts import paper_agent
+    return paper_agent
+
+
+def build_extraction_messages(instruction: str, raw_text: str, schema: list[dict], *,
+                              style: str | None = None) -> list[dict]:
     """Prompt that turns one raw episode into a KnowledgeItem JSON object."""
+    if prompts.resolve(style) == "paper":
+        return _paper().extraction_messages(instruction, raw_text, _schema_dicts(schema))
     fields = json.dumps(_schema_dicts(schema), indent=1, ensure_ascii=False)
     return _user(
         "<task>extract_knowledge_item</task>",
@@ -63,8 +75,11 @@ def build_extraction_messages(instruction: str, raw_text: str, schema: list[dict
     )
 
 
-def build_query_messages(instruction: str, question: str, schema: list[dict]) -> list[dict]:
+def build_query_messages(instruction: str, question: str, schema: list[dict], *,
+                         style: str | None = None) -> list[dict]:
     """Prompt that turns a question into a Query JSON object for KnowledgeBase.read()."""
+    if prompts.resolve(style) == "paper":
+        return _paper().query_messages(instruction, question, _schema_dicts(schema))
     fields = json.dumps(_schema_dicts(schema), indent=1, ensure_ascii=False)
     return _user(
         "<task>formulate_query</task>",
@@ -79,8 +94,13 @@ def build_query_messages(instruction: str, question: str, schema: list[dict]) ->
 
 
 def build_answer_messages(always_on: str, retrieved: str, question: str,
-                          instruction: str) -> list[dict]:
-    """Prompt that answers a question from what read() returned (ALWAYS_ON text in front)."""
+                          instruction: str, *, query_turns: list[dict] | None = None,
+                          style: str | None = None) -> list[dict]:
+    """Prompt that answers a question from what read() returned (ALWAYS_ON text in front).
+    `query_turns` (the query prompt and the agent's reply) are used by the paper's wording, whose
+    answer turn continues that conversation; the last message is always the answer turn."""
+    if prompts.resolve(style) == "paper":
+        return _paper().answer_messages(always_on, retrieved, question, instruction, query_turns)
     memory = f"{always_on}\n{retrieved}" if always_on.strip() else retrieved
     return _user(
         "<task>answer</task>",
@@ -162,8 +182,9 @@ class _JsonNames(ast.NodeTransformer):
 def _python_literal(text: str) -> object:
     """A Python literal (dict/list/str/number/bool/None) — never code: literal_eval refuses
     anything else."""
-    tree = _JsonNames().visit(ast.parse(text.strip(), mode="eval"))
-    return ast.literal_eval(tree)
+    with AST_LOCK:
+        tree = _JsonNames().visit(ast.parse(text.strip(), mode="eval"))
+        return ast.literal_eval(tree)
 
 
 def parse_json_object(reply: str) -> tuple[dict | None, str | None]:

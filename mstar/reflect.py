@@ -1,24 +1,37 @@
 """The reflector's prompts and the parsing of its replies (paper Appendix G.2, G.3).
 
-The prompt text is our own; its sections follow the paper: interface spec,
-rules, patch format, the current program and its score, then -- when there is
-data for them -- lineage, write examples, success cases, reference programs,
-memory debug logs, and the underperforming cases with their whole
-retrieval-and-answer conversation.
+Two wordings (mstar.prompts): "mstar", written here -- its sections follow the paper: interface
+spec, rules, patch format, the current program and its score, then, when there is data for them,
+lineage, write examples, success cases, reference programs, memory debug logs, and the
+underperforming cases with their whole retrieval-and-answer conversation -- and "paper", the
+paper's templates in our words (mstar/prompts/paper_reflector.py). Both show a rubric case's
+per-criterion verdicts, and a case in one section only (failed or success).
 """
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from mstar import prompts
 from mstar.config import SandboxConfig
+from mstar.prompts.sections import (MAX_CASE_FIELD, MAX_DEBUG_LINES, Section, chroma_embeddings_note,
+                                    conversation_lines, cut as _cut, rubric_verdicts, split_cases)
 
-MAX_CASE_FIELD = 2500      # characters of one retrieved text / prompt shown per case
-MAX_DEBUG_LINES = 40
+__all__ = ["MAX_CASE_FIELD", "MAX_DEBUG_LINES", "ReflectionInput", "ReflectorReply", "ReplyError", "Section",
+           "build_compile_fix_messages", "build_reflection_messages", "fit_to_budget", "interface_spec",
+           "parse_reply", "reflection_sections"]
 
 
-def interface_spec(sandbox: SandboxConfig) -> str:
+def _chroma_bullet(embeddings: str | None) -> str:
+    text = ("- `toolkit.chroma`: a chromadb ephemeral client (get_or_create_collection, then add / upsert / "
+            "query / get / count / delete; collection names need at least 3 characters); its "
+            f"{chroma_embeddings_note(embeddings)}; a program cannot pass another embedding function")
+    return textwrap.fill(text, width=100, initial_indent="     ", subsequent_indent="       ")
+
+
+def interface_spec(sandbox: SandboxConfig, embeddings: str | None = None) -> str:
     imports = ", ".join(sandbox.allowed_imports)
     return f"""A memory program is one Python module, program.py, that defines:
 
@@ -32,8 +45,7 @@ def interface_spec(sandbox: SandboxConfig) -> str:
    - `__init__(self, toolkit)` receives the toolkit:
      - `toolkit.db`: an in-memory SQLite database (execute / executemany / executescript / commit,
        cursors with fetchone / fetchall; `row_factory` may be set to sqlite3.Row)
-     - `toolkit.chroma`: a chromadb ephemeral client (get_or_create_collection, then add / upsert /
-       query / get / count / delete; collection names need at least 3 characters)
+{_chroma_bullet(embeddings)}
      - `toolkit.llm_completion(messages, **kwargs) -> str`: an LLM for summarising, extracting or
        reasoning -- at most {sandbox.llm_calls_per_op} call per write() or read(), none in __init__
      - `toolkit.logger.debug(message)`: debug output, shown back to you as memory debug logs
@@ -110,32 +122,25 @@ class ReflectionInput:
     debug_logs: list[str]
     already_tried: list[str] = field(default_factory=list)   # failure memory for this parent
     mode: str = "all"                   # ablation: "all", "instructions" or "code"
-
-
-@dataclass
-class Section:
-    name: str
-    text: str
-    priority: int        # lower = more important; kept first when the budget is tight
-    required: bool = False
-
-
-def _cut(text: str, n: int) -> str:
-    return text if len(text) <= n else text[:n] + f"\n[... {len(text) - n} more characters cut]"
+    prompts: str | None = None          # wording: "mstar" or "paper"; None = mstar.prompts.current()
+    embeddings: str | None = None       # what chroma embeds with; None = the process-wide choice
 
 
 def _fmt_conversation(conv: Sequence[dict]) -> str:
-    return "\n".join(f"[{m.get('role', '?')}]: {_cut(str(m.get('content', '')), MAX_CASE_FIELD)}" for m in conv)
+    return conversation_lines(conv)
 
 
 def reflection_sections(inp: ReflectionInput, sandbox: SandboxConfig) -> list[Section]:
     """Every section of the reflection prompt, in prompt order, each with its priority."""
+    if prompts.resolve(inp.prompts) == "paper":
+        from mstar.prompts.paper_reflector import paper_reflection_sections
+        return paper_reflection_sections(inp, sandbox)
     S = Section
     out = [
         S("intro", "You are an expert Python engineer who designs memory systems for LLM agents. Below is a "
           "memory program, its score on a task, and cases where it did badly. Find out why those cases "
           "failed and improve the program, through its instructions, its memory design, or both.", 0, True),
-        S("interface_spec", f"<interface_spec>\n{interface_spec(sandbox)}\n</interface_spec>", 0, True),
+        S("interface_spec", f"<interface_spec>\n{interface_spec(sandbox, inp.embeddings)}\n</interface_spec>", 0, True),
         S("rules", f"<rules>\n{RULES}\n</rules>", 0, True),
         S("patch_format", f"<patch_format>\n{PATCH_FORMAT}\n</patch_format>", 0, True),
         S("current_program", f'<current_program iteration="{inp.iteration}">\n```python\n{inp.source.rstrip()}\n```\n'
@@ -156,10 +161,11 @@ def reflection_sections(inp: ReflectionInput, sandbox: SandboxConfig) -> list[Se
               f"<item>{w['item']}</item>\n</write_example>" for w in inp.write_examples]
         out.append(S("write_examples", "<write_examples>\nHow raw texts became knowledge items:\n"
                      + "\n".join(ex) + "\n</write_examples>", 5))
-    if inp.success_cases:
+    successes = split_cases(inp.failed_cases, inp.success_cases)
+    if successes:
         ex = [f"<case><question>{c['question']}</question><expected>{c['expected']}</expected>"
               f"<model_answer>{c['answer']}</model_answer><score>{c['score']:.2f}</score></case>"
-              for c in inp.success_cases]
+              for c in successes]
         out.append(S("success_cases", "<success_cases>\nThese worked; keep what makes them work:\n"
                      + "\n".join(ex) + "\n</success_cases>", 4))
     if inp.references:
@@ -179,6 +185,9 @@ def reflection_sections(inp: ReflectionInput, sandbox: SandboxConfig) -> list[Se
             f'<model_answer>{c["answer"]}</model_answer>\n<score>{c["score"]:.2f}</score>\n'
             f'<retrieved>{_cut(c["retrieved"], MAX_CASE_FIELD)}</retrieved>\n'
             + (f'<error>{c["error"]}</error>\n' if c.get("error") else "")
+            + (f'<rubric_verdicts>\nThe judge\'s verdict on each criterion (the score is the points of the met '
+               f'criteria over the positive points):\n{verdicts}\n</rubric_verdicts>\n'
+               if (verdicts := rubric_verdicts(c)) else "")
             + f'<conversation>\n{_fmt_conversation(c.get("conversation", []))}\n</conversation>\n</case>')
     out.append(S("underperforming_cases", "These cases scored low after the memory was written. Each shows the "
                  "whole retrieval and answer conversation.\n<underperforming_cases>\n" + "\n".join(cases)
@@ -230,11 +239,15 @@ def build_reflection_messages(inp: ReflectionInput, sandbox: SandboxConfig,
     return [{"role": "user", "content": "\n\n".join(s.text for s in sections)}]
 
 
-def build_compile_fix_messages(source: str, error: str, sandbox: SandboxConfig) -> list[dict]:
+def build_compile_fix_messages(source: str, error: str, sandbox: SandboxConfig, *, style: str | None = None,
+                               embeddings: str | None = None) -> list[dict]:
+    if prompts.resolve(style) == "paper":
+        from mstar.prompts.paper_reflector import paper_compile_fix_messages
+        return paper_compile_fix_messages(source, error, sandbox, embeddings)
     text = (
         "<task>compile_fix</task>\nA memory program failed to apply, compile or pass its checks. Fix the "
         "error and give the fix as a patch against the broken program below.\n\n"
-        f"<interface_spec>\n{interface_spec(sandbox)}\n</interface_spec>\n\n"
+        f"<interface_spec>\n{interface_spec(sandbox, embeddings)}\n</interface_spec>\n\n"
         f"<patch_format>\n{PATCH_FORMAT}\n</patch_format>\n\n"
         f"<broken_program>\n```python\n{source.rstrip()}\n```\n</broken_program>\n\n"
         f"<error>\n{error}\n</error>"

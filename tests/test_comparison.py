@@ -40,7 +40,7 @@ def test_markdown_bolds_the_best_per_column_groups_rows_and_notes_failures():
         row("Broken", 0.0, {}, group="Other", error="[static] line 3: import os"),
     ])
     md = render_markdown(table).splitlines()
-    assert md[2] == "| Method | single-hop (n=2) | temporal (n=2) | Overall (n=4) |"
+    assert md[2] == "| Method | Single-hop (n=2) | Temporal (n=2) | Overall (n=4) |"   # the paper's capitalisation
     assert md[3] == "|---|---:|---:|---:|"
     assert md[4] == "| No Memory | 0.000 | 0.000 | 0.000 |"
     assert md[5] == "| *Retrieval* | | | |"

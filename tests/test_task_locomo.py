@@ -51,7 +51,7 @@ def test_queries_carry_the_upstream_question_answer_and_category(locomo):
         up = raw[q.meta["sample_id"]]["qa"][q.meta["qa_index"]]
         assert q.question == up["question"] and q.answer == str(up["answer"])
         assert q.category == CATEGORY_NAMES[up["category"]] and up["category"] != 5
-    assert {q.category for q in locomo.validation} == {"multi-hop", "temporal", "open-domain", "single-hop"}
+    assert {q.category for q in locomo.validation} == {"single-hop", "temporal", "causal", "open-domain"}
     children = [q for q in locomo.validation + locomo.test if q.question == "How many children does Melanie have?"]
     assert children and children[0].answer == "3"           # an integer answer, as text
     ids = [q.id for q in locomo.validation + locomo.test]
@@ -123,7 +123,7 @@ def test_evolve_on_locomo_offline(tmp_path):
     split = json.loads((out / "split.json").read_text())
     assert split["train_episodes"] == list(range(272)) and len(split["static"]) == 25
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["test_per_category"]) == {"multi-hop", "temporal", "open-domain", "single-hop"}
+    assert set(summary["test_per_category"]) == {"single-hop", "temporal", "causal", "open-domain"}
     events = [json.loads(l) for l in (out / "lineage.jsonl").read_text().splitlines()]
     assert all(set(e["per_category"]) <= set(CATEGORY_NAMES.values()) for e in events if e.get("per_category"))
     cases = json.loads((out / "cases" / f"{summary['best_id']}.test.json").read_text())["cases"]

@@ -5,6 +5,7 @@ It reads the `<task>` tag and serves:
   is filled according to what its name (else its description) says it holds, see `field_kind`;
 - formulate_query — one JSON object filling the Query schema from the `<question>`;
 - answer — an extractive answer from `<retrieved_memory>` (see `answer`).
+- act — one command of an interactive game (mstar.interactive), see mstar/offline/act_policy.py.
 
 The answerer follows the measurements in /work/shared/notes/offline-agent.md: pick the memory
 sentence sharing most of the question's content words (rarer words break ties), answer
@@ -376,6 +377,10 @@ class OfflineTaskModel:
     def complete(self, messages: list[dict]) -> str:
         prompt = "\n".join(str(m.get("content", "")) for m in messages)
         task = extract_tag(prompt, "task")
+        if task is None:  # the paper's wording (mstar.prompts): read as the tagged form
+            from mstar.offline.paper_forms import tagged_task_prompt
+            if (tagged := tagged_task_prompt(messages)) is not None:
+                return self.complete(tagged)
         if task == "extract_knowledge_item":
             item = fill_from_text(_schema(prompt), extract_tag(prompt, "text") or "")
             return json.dumps(item, ensure_ascii=False)
@@ -386,5 +391,8 @@ class OfflineTaskModel:
             return answer(extract_tag(prompt, "retrieved_memory") or "",
                           extract_tag(prompt, "question") or "",
                           extract_tag(prompt, "instruction") or "")
+        if task == "act":   # one step of an interactive game (mstar.interactive)
+            from mstar.offline.act_policy import act
+            return act(prompt)
         raise ValueError(f"offline task model: unknown or missing <task> tag: {task!r} "
-                         "(expected extract_knowledge_item, formulate_query or answer)")
+                         "(expected extract_knowledge_item, formulate_query, answer or act)")

@@ -156,7 +156,19 @@ class SentenceTransformerEmbedder:
                 # Offline by construction: a name missing from the local cache must fail here,
                 # not start a download (this workplace, CI and many users have no hub access).
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                import torch
                 from sentence_transformers import SentenceTransformer
+
+                try:  # no "Loading weights" bar on stderr between mstar's own lines
+                    from transformers.utils import logging as hf_logging
+                    hf_logging.disable_progress_bar()
+                except Exception:  # noqa: BLE001 -- cosmetic only
+                    pass
+                # One thread unless MSTAR_EMBED_THREADS says otherwise: on a busy machine torch's
+                # worker threads spin against each other (measured on 2 busy cores: 0.7 s per
+                # single-text encode with 2 threads, 20 ms with 1).
+                torch.set_num_threads(max(1, int(os.environ.get("MSTAR_EMBED_THREADS", "1"))))
 
                 try:
                     self._st = SentenceTransformer(self.path, device=self.device)
@@ -253,3 +265,122 @@ def default_embedder() -> Embedder:
     """What `make_split` uses when given no embedder: the dependency-free hashing embedder, so pure
     selection code gives the same answer on every machine. Runs pass `make_embedder(...)`."""
     return HashingEmbedder()
+
+
+# ---------------------------------------------------------------------------- inside programs
+
+class ProgramEmbeddings:
+    """The vectors of the programs' chroma collections, served by the engine (ProgramSession's
+    `embed=`): one model per engine process for every worker, texts seen before answered from
+    memory (and from the disk cache under `cache_dir`), and the texts of requests that arrive
+    together -- concurrent reads -- encoded as one batch.
+
+    Called with a list of texts, returns a list of float lists (what the frame pipe carries)."""
+
+    MEMORY_ITEMS = 50_000   # vectors kept in memory (384 floats each: about 80 MB at most)
+
+    def __init__(self, embedder: Embedder, label: str) -> None:
+        self.embedder, self.label = embedder, label
+        self.name = describe(embedder)
+        self._memory: dict[str, np.ndarray] = {}
+        self._cond = threading.Condition()
+        self._queue: list[list] = []        # [texts, vectors or None] requests not yet encoded
+        self._busy = False
+        self.batches = self.texts_encoded = 0
+
+    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
+        texts = _check_texts(texts)
+        with self._cond:
+            have = {t: self._memory[t] for t in texts if t in self._memory}
+        missing = list(dict.fromkeys(t for t in texts if t not in have))
+        if missing:
+            have.update(self._encode(missing))
+        return [have[t].tolist() for t in texts]
+
+    def _encode(self, texts: list[str]) -> dict[str, np.ndarray]:
+        request: list = [texts, None]
+        with self._cond:
+            self._queue.append(request)
+            while request[1] is None and self._busy:
+                self._cond.wait()
+            if request[1] is not None:              # another thread encoded it with its own
+                return request[1]
+            self._busy = True                       # this thread encodes every request waiting
+            batch, self._queue = self._queue, []
+        try:
+            unique = list(dict.fromkeys(t for req in batch for t in req[0]))
+            found = dict(zip(unique, np.asarray(self.embedder.embed(unique), dtype=np.float32)))
+        except BaseException:
+            with self._cond:
+                self._busy = False
+                self._queue = [r for r in batch if r is not request] + self._queue
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            if len(self._memory) + len(found) > self.MEMORY_ITEMS:
+                self._memory.clear()
+            self._memory.update(found)
+            for req in batch:
+                req[1] = {t: found[t] for t in req[0]}
+            self.batches += 1
+            self.texts_encoded += len(unique)
+            self._busy = False
+            self._cond.notify_all()
+        return request[1]
+
+
+_PROGRAM_EMBEDDINGS: dict[tuple, ProgramEmbeddings] = {}
+_PROGRAM_LOCK = threading.Lock()
+_CONFIGURED: list = []     # the process-wide choice: [ProgramEmbeddings or None], once set
+
+
+def minilm_available() -> bool:
+    return sentence_transformers_available() and bundled_model_path() is not None
+
+
+def program_embeddings(model: str = "auto", cache_dir: str | Path | None = None) -> ProgramEmbeddings | None:
+    """The engine-served embeddings for programs when `model` (a run's evolution.embed_model)
+    resolves to all-MiniLM-L6-v2 -- "auto" with the [embed] extra installed, or the model's
+    name -- else None: the workers hash words themselves. One instance (one loaded model) per
+    (model, cache) in this process, shared by every session."""
+    name = str(model or "auto")
+    if name.lower() == "hashing" or (name == "auto" and not minilm_available()):
+        return None
+    if name != "auto" and name.lower() not in _DEFAULT_ALIASES:
+        return None
+    key = (DEFAULT_MODEL, str(cache_dir) if cache_dir else None)
+    with _PROGRAM_LOCK:
+        found = _PROGRAM_EMBEDDINGS.get(key)
+        if found is None:
+            inner: Embedder = SentenceTransformerEmbedder(DEFAULT_MODEL)
+            if cache_dir:
+                inner = CachedEmbedder(inner, cache_dir)
+            found = _PROGRAM_EMBEDDINGS[key] = ProgramEmbeddings(inner, DEFAULT_MODEL)
+        return found
+
+
+def use_program_embeddings(model: str = "auto", cache_dir: str | Path | None = None) -> ProgramEmbeddings | None:
+    """Choose, for this process, the embeddings that evaluations hand to programs by default
+    (mstar.evaluation.evaluate with no `embed=`): a CLI command calls it once with its run's
+    settings. Returns the choice (None = hashing in the workers)."""
+    chosen = program_embeddings(model, cache_dir)
+    _CONFIGURED[:] = [chosen]
+    return chosen
+
+
+def current_program_embeddings() -> ProgramEmbeddings | None:
+    """The process-wide choice (None -- hashing -- until a command chose)."""
+    return _CONFIGURED[0] if _CONFIGURED else None
+
+
+HASHING_LABEL = "feature hashing of words and word stems (lexical, no model)"
+
+
+def program_embeddings_label(chosen: ProgramEmbeddings | None | str = "current") -> str:
+    """What the interface spec, the README's table and config.json say the programs' chroma
+    collections embed with."""
+    if chosen == "current":
+        chosen = current_program_embeddings()
+    if chosen is None:
+        return HASHING_LABEL
+    return f"{chosen.label} sentence embeddings (neural, computed by the engine)"

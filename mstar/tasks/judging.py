@@ -18,12 +18,15 @@ answer; 1.0 if so, else 0.0.
 Both prompts put the conversation in <conversation> (lines "user: …" / "assistant: …") and the
 thing to check in <rubric_item>, and ask for {"explanation": str, "criteria_met": bool}: the
 format the offline judge (mstar/offline/judge_model.py) reads, and one any chat model follows.
+With the "paper" wording (mstar.prompts) both are the paper's judge template instead, Appendix H
+(# Conversation / # Rubric item / # Instructions; mstar/prompts/paper_agent.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from mstar import prompts
 from mstar.agent import parse_json_object
 
 JudgeFn = Callable[[list[dict]], str]
@@ -55,8 +58,11 @@ def render_conversation(messages: list[dict], final_answer: str | None = None) -
     return "\n\n".join(f"{role}: {content.strip()}" for role, content in turns)
 
 
-def rubric_messages(conversation: str, criterion: str, points: float) -> list[dict]:
+def rubric_messages(conversation: str, criterion: str, points: float, *, style: str | None = None) -> list[dict]:
     """The judge prompt for one rubric criterion (our wording of the protocol in Appendix H)."""
+    if prompts.resolve(style) == "paper":
+        from mstar.prompts.paper_agent import rubric_judge_messages
+        return rubric_judge_messages(conversation, criterion, points)
     polarity = ("This criterion describes something a good reply does (positive points)."
                 if points > 0 else
                 "This criterion describes a flaw (negative points): answer whether the flaw IS "
@@ -75,8 +81,12 @@ def rubric_messages(conversation: str, criterion: str, points: float) -> list[di
     ])}]
 
 
-def answer_judge_messages(question: str, prediction: str, gold: str) -> list[dict]:
+def answer_judge_messages(question: str, prediction: str, gold: str, *, style: str | None = None) -> list[dict]:
     """The L-J prompt: does the reply give the reference answer?"""
+    if prompts.resolve(style) == "paper":
+        from mstar.prompts import paper_agent
+        return paper_agent.answer_judge_messages(
+            render_conversation([{"role": "user", "content": question}], prediction), gold)
     return [{"role": "user", "content": "\n".join([
         "<task>judge_answer</task>",
         "You grade an answer to a question about earlier conversations against a reference answer.",

@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 from sandbox.contract import DEFAULT_ALLOWED_IMPORTS
 from sandbox.engine.channel import GONE, TIMEOUT, EngineChannel
+from sandbox.engine.embed_proxy import EmbedFn, serve_embed_request
 from sandbox.engine.forkserver import ForkServerLauncher
 from sandbox.engine.launch import Launcher, SubprocessLauncher, WorkerProcess, exit_text, spawn
 from sandbox.engine.launchers import default_launcher, set_default_launcher
@@ -36,7 +37,7 @@ from sandbox.engine.received import check_load_reply, check_logs, check_str_list
 from sandbox.protocol import (FrameError, LoadInfo, OpResult, SandboxError, SandboxLimits, Verdict,
                               encode_frame)
 
-__all__ = ["DEFAULT_ALLOWED_IMPORTS", "ForkServerLauncher", "LLMFn", "Launcher", "LoadInfo", "OpResult",
+__all__ = ["DEFAULT_ALLOWED_IMPORTS", "EmbedFn", "ForkServerLauncher", "LLMFn", "Launcher", "LoadInfo", "OpResult",
            "ProgramSession", "SandboxError", "SandboxLimits", "SubprocessLauncher", "Verdict",
            "default_launcher", "set_default_launcher"]
 
@@ -54,15 +55,24 @@ class ProgramSession:
     Threads may call `read` at the same time: up to `limits.parallel_reads` reads are in flight in
     the worker at once, each with its own deadline and LLM budget (sandbox.engine.channel routes
     the frames). `start` and `write` are not meant to overlap other ops: the caller orders them
-    (mstar's evaluator writes every episode before the first read)."""
+    (mstar's evaluator writes every episode before the first read).
+
+    `embed` (texts -> vectors), when given, serves the program's chroma collections: the worker
+    asks for the vectors of each add/query batch (sandbox.engine.embed_proxy) and the model stays
+    in this process. Without it the worker hashes words itself (sandbox.worker.embedding).
+    `embed_label` names the function to the worker's collections."""
 
     def __init__(self, source: str, *, allowed_imports: Sequence[str] = DEFAULT_ALLOWED_IMPORTS,
                  limits: SandboxLimits = SandboxLimits(), llm: LLMFn | None = None,
-                 launcher: Launcher | None = None) -> None:
+                 launcher: Launcher | None = None, embed: EmbedFn | None = None,
+                 embed_label: str = "engine") -> None:
         self.source = source
         self.allowed_imports = list(allowed_imports)
         self.limits = limits
         self.llm = llm
+        self.embed = embed
+        self.embed_label = embed_label
+        self._embed_dims: list[int] = []              # the vectors' dimension, once known
         self.launcher = launcher or default_launcher()
         self._worker: WorkerProcess | None = None
         self._finalizer: weakref.finalize | None = None
@@ -109,8 +119,10 @@ class ProgramSession:
             t0 = time.monotonic()
             ready = self._spawn()
             ready_s = time.monotonic() - t0
-            reply, _, _ = self._exchange({"op": "load", "source": self.source,
-                                          "allowed_imports": self.allowed_imports}, "import", budget=0)
+            load = {"op": "load", "source": self.source, "allowed_imports": self.allowed_imports}
+            if self.embed is not None:
+                load["embed"] = str(self.embed_label)
+            reply, _, _ = self._exchange(load, "import", budget=0)
             if not reply.get("ok"):
                 self._fail(self._error_verdict(reply, "import", _LOAD_STAGES), self._logs(reply), kill=True)
             try:
@@ -234,7 +246,7 @@ class ProgramSession:
                          budget: int) -> tuple[dict[str, Any], int, int]:
         deadline = time.monotonic() + self.limits.call_timeout_s
         self._send(request, deadline, stage)
-        served = refused = asked = 0
+        served = refused = asked = embedded = 0
         while True:
             frame = self._next_frame(op_id, deadline, stage)
             op = frame.get("op")
@@ -252,6 +264,13 @@ class ProgramSession:
                 served += reply["ok"]
                 refused += reply.get("kind") == "budget"
                 deadline += time.monotonic() - started  # the provider's time is not the program's
+                self._send({**reply, "id": op_id}, deadline, stage)
+            elif op == "embed":
+                started = time.monotonic()
+                texts = frame.get("texts")
+                reply = serve_embed_request(self.embed, texts, embedded, self._embed_dims)
+                embedded += len(texts) if isinstance(texts, list) else 0
+                deadline += time.monotonic() - started  # nor is the embedding model's
                 self._send({**reply, "id": op_id}, deadline, stage)
             else:
                 self._fail(Verdict(False, stage, "protocol", "bad frame", f"unexpected frame op {op!r}"), kill=True)

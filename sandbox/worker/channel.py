@@ -1,7 +1,8 @@
 """The worker's end of the frame pipes, shared by the ops that run at once.
 
 Every frame names its op by "id". The main thread is the only reader of the engine's frames:
-it takes requests and hands each LLM reply to the op it belongs to. Load and write ops run on
+it takes requests and hands each reply (an LLM completion, a batch of embedding vectors) to the
+op it belongs to. Load and write ops run on
 the main thread itself, so while one waits for its LLM reply it keeps reading (and routes what
 is not its own); reads may run on pool threads (sandbox.worker.main), which wait on a mailbox
 the main thread fills. Sends from any thread go through one lock, a whole frame at a time.
@@ -20,6 +21,7 @@ from typing import Any
 from sandbox.protocol import FrameError, recv_frame, send_frame
 
 ENGINE_GONE_EXIT = 75  # the engine closed the pipe: nobody is left to report to
+_REPLIES = ("llm_reply", "embed_reply")   # the engine's answers to an op's requests
 
 
 class WorkerChannel:
@@ -62,11 +64,19 @@ class WorkerChannel:
 
     def ask(self, messages: list[dict[str, str]]) -> dict[str, Any]:
         """Send this op's LLM request and wait for the engine's reply to it."""
+        return self.request({"op": "llm", "messages": messages}, "llm_reply")
+
+    def embed(self, texts: list[str]) -> dict[str, Any]:
+        """Ask the engine for the embedding vectors of `texts` (sandbox.engine.embed_proxy)."""
+        return self.request({"op": "embed", "texts": texts}, "embed_reply")
+
+    def request(self, frame: dict[str, Any], reply_op: str) -> dict[str, Any]:
+        """Send one request frame of this op and wait for the engine's `reply_op` frame to it."""
         op_id = getattr(self._current, "op_id", 0)
         try:
-            self.send({"op": "llm", "id": op_id, "messages": messages})
+            self.send({**frame, "id": op_id})
         except FrameError as exc:
-            return {"ok": False, "kind": "error", "error": f"prompt too large to send: {exc}"}
+            return {"ok": False, "kind": "error", "error": f"request too large to send: {exc}"}
         if getattr(self._current, "threaded", False):
             with self._boxes_lock:
                 box = self._mailboxes[op_id]
@@ -76,14 +86,14 @@ class WorkerChannel:
                 frame = recv_frame(self.in_fd)
             except EOFError:
                 os._exit(ENGINE_GONE_EXIT)
-            if frame.get("op") == "llm_reply" and frame.get("id", 0) == op_id:
+            if frame.get("op") == reply_op and frame.get("id", 0) == op_id:
                 return frame
             if not self._route_reply(frame):
                 self._deferred.append(frame)  # a request: run once this op is done
 
     def _route_reply(self, frame: dict[str, Any]) -> bool:
-        """Hand an LLM reply to the threaded op waiting for it; False for anything else."""
-        if frame.get("op") != "llm_reply":
+        """Hand a reply to the threaded op waiting for it; False for anything else."""
+        if frame.get("op") not in _REPLIES:
             return False
         with self._boxes_lock:
             box = self._mailboxes.get(frame.get("id"))

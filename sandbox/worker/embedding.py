@@ -1,7 +1,13 @@
-"""A deterministic, offline embedding function for chromadb.
+"""The embedding functions of the programs' chroma collections.
 
 chromadb's default embedding function downloads an ONNX model on first use; offline that fails,
-and online it is egress from a sandbox. Memory programs get this one instead, always.
+and online it is egress from a sandbox. Memory programs get one of these two instead:
+
+- `EngineEmbeddingFunction` when the engine serves embeddings (ProgramSession(embed=...), e.g.
+  mstar's all-MiniLM-L6-v2 with the [embed] extra): the worker asks the engine over the frame
+  pipe, a batch of texts per request, and gets the vectors back. The model lives in the engine
+  process, loaded once for all its workers; the worker never imports torch.
+- `HashingEmbeddingFunction` otherwise: lexical, computed in the worker, described below.
 
 The vector is a signed feature-hashing of a text's lower-cased word unigrams, crude word stems
 (plural "s" dropped, first five letters: "adopted"/"adopting", "dog"/"dogs" meet) and word bigrams,
@@ -117,3 +123,62 @@ class HashingEmbeddingFunction(EmbeddingFunction[Documents]):
     def validate_config_update(self, old_config: dict[str, Any], new_config: dict[str, Any]) -> None:
         if new_config.get("dim", old_config.get("dim")) != old_config.get("dim"):
             raise ValueError("the embedding dim of an existing collection cannot change")
+
+
+# ---------------------------------------------------------------------------- engine-served
+
+EMBED_BATCH_TEXTS = 128        # texts per embed request (the engine refuses more; see embed_proxy)
+EMBED_TEXT_MAX_CHARS = 8000    # longer texts are cut before they are sent: a sentence model reads
+                               # a few hundred tokens of a text anyway
+
+
+class EmbeddingRefused(ValueError):
+    """The engine could not embed (over a cap, or its model failed): the program sees a ValueError."""
+
+
+@register_embedding_function
+class EngineEmbeddingFunction(EmbeddingFunction[Documents]):
+    """chromadb EmbeddingFunction whose vectors come from the engine, a batch per request.
+
+    `ask(texts) -> reply frame` is the worker channel's `embed`; the worker's clock is paused
+    while it waits (the engine does not count embedding time against the op either)."""
+
+    batched = True   # toolkit_chroma computes a whole add()/query() batch in one call
+
+    def __init__(self, ask: Any = None, label: str = "engine") -> None:
+        self._ask = ask
+        self.label = str(label)
+
+    def __call__(self, input: Documents) -> Embeddings:
+        if isinstance(input, str):
+            input = [input]
+        texts = [(doc if isinstance(doc, str) else str(doc))[:EMBED_TEXT_MAX_CHARS] for doc in input]
+        if self._ask is None:
+            raise EmbeddingRefused("this collection's embedding function is not connected to the engine")
+        out: list = []
+        for start in range(0, len(texts), EMBED_BATCH_TEXTS):
+            chunk = texts[start:start + EMBED_BATCH_TEXTS]
+            reply = self._ask(chunk)
+            if not reply.get("ok"):
+                raise EmbeddingRefused(f"embedding failed: {reply.get('error', 'no reason given')}")
+            vectors = reply.get("vectors")
+            if not isinstance(vectors, list) or len(vectors) != len(chunk):
+                raise EmbeddingRefused("embedding failed: the engine's reply does not match the request")
+            out += [np.asarray(v, dtype=np.float32) for v in vectors]
+        return out
+
+    @staticmethod
+    def name() -> str:
+        return "mstar_engine_embedding"
+
+    def get_config(self) -> dict[str, Any]:
+        return {"label": self.label}
+
+    @staticmethod
+    def build_from_config(config: dict[str, Any]) -> "EngineEmbeddingFunction":
+        return EngineEmbeddingFunction(None, config.get("label", "engine"))
+
+    @staticmethod
+    def validate_config(config: dict[str, Any]) -> None:
+        if not isinstance(config.get("label", ""), str):
+            raise ValueError("embedding label must be a str")

@@ -141,12 +141,21 @@ class Worker:
 
         forked = _SERVER_SETTINGS is not None
         settings = _SERVER_SETTINGS if forked else Settings(anonymized_telemetry=False, allow_reset=False)
-        client = chromadb.EphemeralClient(settings)
-        embedding = HashingEmbeddingFunction()
-        chroma = make_chroma(client, embedding)
+        self._chroma_client = chromadb.EphemeralClient(settings)
+        self._db = make_database(self.clock)
+        chroma = make_chroma(self._chroma_client, HashingEmbeddingFunction())
         if not forked:  # a fork server imported all of it already (prepare_in_server)
             _warm_up(chroma)
-        return make_toolkit(make_database(self.clock), chroma, self.log, self.ask_engine)
+        return make_toolkit(self._db, chroma, self.log, self.ask_engine)
+
+    def _engine_embeddings(self, label: str) -> None:
+        """The load asked for the engine's embeddings: the program's collections get them (the
+        warm-up collection, made with hashing, is gone by now)."""
+        from sandbox.worker.embedding import EngineEmbeddingFunction
+        from sandbox.worker.toolkit_chroma import make_chroma
+
+        chroma = make_chroma(self._chroma_client, EngineEmbeddingFunction(self.embed_engine, label))
+        self.toolkit = make_toolkit(self._db, chroma, self.log, self.ask_engine)
 
     def ask_engine(self, messages: list[dict[str, str]]) -> dict[str, Any]:
         started = time.monotonic()
@@ -154,6 +163,14 @@ class Worker:
         self.clock.extend(time.monotonic() - started)  # LLM time does not count against the op
         if reply.get("op") != "llm_reply":
             return {"ok": False, "kind": "error", "error": f"unexpected reply {reply.get('op')!r}"}
+        return reply
+
+    def embed_engine(self, texts: list[str]) -> dict[str, Any]:
+        started = time.monotonic()
+        reply = self.channel.embed(texts)
+        self.clock.extend(time.monotonic() - started)  # nor does embedding time
+        if reply.get("op") != "embed_reply":
+            return {"ok": False, "error": f"unexpected reply {reply.get('op')!r}"}
         return reply
 
     # ----------------------------------------------------------------- ops
@@ -227,6 +244,8 @@ class Worker:
         self.layer(seccomp.install_filter)
         if self.loader is None:
             return {"ok": False, "error": error("import", "runtime", "loader missing", self.loader_error)}
+        if isinstance(request.get("embed"), str):
+            self._engine_embeddings(request["embed"])
         self.channel.send({"op": "stage", "id": request.get("id", 0), "stage": "import"})
         try:
             loaded = self.loader.load_program(request["source"], allowed, log=self.log.add,

@@ -1,8 +1,10 @@
 """toolkit.chroma: the worker's one chromadb client behind a capability wrapper (docs/sandbox.md, L4).
 
 All EphemeralClients in one process share one backend, so a worker holds exactly one and serves
-one program. Every collection uses our offline embedding function (chromadb's default downloads a
-model); programs cannot pass another. Results are plain lists/dicts (no numpy arrays), chromadb's
+one program. Every collection uses the worker's embedding function (sandbox.worker.embedding:
+the engine's model when the engine serves one, else lexical hashing; chromadb's default downloads
+a model); programs cannot pass another. With the engine's function, the texts of a whole add /
+upsert / update / query call are embedded in one request, before the chroma lock is taken. Results are plain lists/dicts (no numpy arrays), chromadb's
 own exceptions become ValueError with the message, and there is no reset()/heartbeat()/settings.
 """
 from __future__ import annotations
@@ -10,14 +12,14 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-from sandbox.worker.embedding import HashingEmbeddingFunction
 from sandbox.worker.toolkit import plain_in, plain_out
 
 _COLLECTION_HINT = "chroma collection names need 3-512 characters from [a-zA-Z0-9._-], starting and ending with a letter or digit"
 
 
-def make_chroma(client: Any, embedding_function: HashingEmbeddingFunction) -> Any:
-    """Wrap the worker's single EphemeralClient; every collection uses our embedding function."""
+def make_chroma(client: Any, embedding_function: Any) -> Any:
+    """Wrap the worker's single EphemeralClient; every collection uses `embedding_function`
+    (a HashingEmbeddingFunction or an EngineEmbeddingFunction)."""
 
     def checked_name(name: Any) -> str:
         if not isinstance(name, str):
@@ -47,6 +49,20 @@ def make_chroma(client: Any, embedding_function: HashingEmbeddingFunction) -> An
             raise ValueError(f"chroma: {exc}") from None
 
     ef = embedding_function
+    batched = bool(getattr(ef, "batched", False))
+
+    def embedded(args: dict[str, Any], texts_key: str, vectors_key: str) -> dict[str, Any]:
+        """With the engine's function: the call's texts embedded in one request, outside the
+        lock (other reads go on meanwhile), and handed to chroma as vectors."""
+        texts = args.get(texts_key)
+        if not batched or vectors_key in args or not isinstance(texts, list) or not texts:
+            return args
+        if not all(isinstance(t, str) for t in texts):
+            return args   # chroma's own validation reports it
+        vectors = ef(texts)
+        out = {k: v for k, v in args.items() if k != texts_key or texts_key == "documents"}
+        out[vectors_key] = vectors
+        return out
 
     def wrap(raw: Any) -> Any:
         class Collection:
@@ -63,15 +79,18 @@ def make_chroma(client: Any, embedding_function: HashingEmbeddingFunction) -> An
                 return plain_out(raw.metadata)
 
             def add(self, ids, documents=None, metadatas=None, embeddings=None) -> None:
-                for a in _one_at_a_time(_record_args(ids, documents, metadatas, embeddings)):
+                args = embedded(_record_args(ids, documents, metadatas, embeddings), "documents", "embeddings")
+                for a in _one_at_a_time(args):
                     call(lambda: raw.add(**a))
 
             def upsert(self, ids, documents=None, metadatas=None, embeddings=None) -> None:
-                for a in _one_at_a_time(_record_args(ids, documents, metadatas, embeddings)):
+                args = embedded(_record_args(ids, documents, metadatas, embeddings), "documents", "embeddings")
+                for a in _one_at_a_time(args):
                     call(lambda: raw.upsert(**a))
 
             def update(self, ids, documents=None, metadatas=None, embeddings=None) -> None:
-                for a in _one_at_a_time(_record_args(ids, documents, metadatas, embeddings)):
+                args = embedded(_record_args(ids, documents, metadatas, embeddings), "documents", "embeddings")
+                for a in _one_at_a_time(args):
                     call(lambda: raw.update(**a))
 
             def query(self, query_texts=None, query_embeddings=None, n_results=10, where=None,
@@ -79,6 +98,7 @@ def make_chroma(client: Any, embedding_function: HashingEmbeddingFunction) -> An
                 a = _optional_args(query_texts=query_texts, query_embeddings=query_embeddings,
                                    n_results=n_results, where=where, where_document=where_document,
                                    include=include)
+                a = embedded(a, "query_texts", "query_embeddings")
                 return plain_out(call(lambda: raw.query(**a)))
 
             def get(self, ids=None, where=None, limit=None, offset=None, where_document=None,
