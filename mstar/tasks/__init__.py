@@ -10,6 +10,8 @@ per format:
     formula      ACE finance Formula (numeric answers)                     tasks/finance.py
     finer        ACE finance FiNER (XBRL tag lists)                        tasks/finance.py
     jsonl        users' own episodes/queries JSONL (+ optional TOML)       tasks/jsonl.py
+    alfworld     released ALFWorld games (--split seen|unseen), interactive tasks/alfworld/
+    alfworld-synth  ALFWorld-format games generated offline, interactive   tasks/alfworld/
 A path ending in .json or .toml also works as the name. Records and errors: tasks/model.py.
 """
 from __future__ import annotations
@@ -18,6 +20,7 @@ import dataclasses
 from pathlib import Path
 from typing import Callable
 
+from mstar.tasks.alfworld.task import load_alfworld, load_alfworld_synth
 from mstar.tasks.finance import load_finer, load_formula
 from mstar.tasks.jsonfile import load_json_task, task_from_dict
 from mstar.tasks.jsonl import load_jsonl_task, load_toml_task
@@ -47,10 +50,13 @@ LOADERS: dict[str, Loader] = {
     "formula": load_formula,
     "finer": load_finer,
     "jsonl": load_jsonl_task,
+    "alfworld": load_alfworld,
+    "alfworld-synth": load_alfworld_synth,
 }
 # Which loaders take which options (anything else is an error, not silently ignored).
 LOADER_OPTIONS: dict[str, tuple[str, ...]] = {"healthbench": ("theme",), "prbench": ("theme",),
-                                               "sample": ("size", "sample_seed")}
+                                               "sample": ("size", "sample_seed"),
+                                               "alfworld": ("split",), "alfworld-synth": ("split",)}
 
 
 def register_loader(name: str, loader: Loader, options: tuple[str, ...] = ()) -> None:

@@ -113,6 +113,13 @@ def tag_list_match(pred: str, gold: str) -> float:
     return hits / len(gold_tags)
 
 
+def success(pred: str, gold: str) -> float:
+    """Binary success of an interactive game (paper Appendix H, ALFWorld): 1.0 when the
+    prediction -- the game's outcome as mstar.interactive.evaluate_case reports it -- is "won",
+    else 0.0. The gold answer (an expert plan, for readers) is not compared."""
+    return float(str(pred).strip().lower() == "won")
+
+
 Metric = Callable[[str, str], float]
 
 METRICS: dict[str, Metric] = {
@@ -120,6 +127,7 @@ METRICS: dict[str, Metric] = {
     "exact_match": exact_match,
     "numeric_match": numeric_match,
     "tag_list_match": tag_list_match,
+    "success": success,
 }
 
 

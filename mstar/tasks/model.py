@@ -68,6 +68,12 @@ class Task:
     def needs_judge(self) -> bool:
         return self.metric_name in JUDGED_METRICS
 
+    @property
+    def interactive(self) -> bool:
+        """Queries are games to play (meta["interactive"]; see mstar.interactive.evaluate_case),
+        not questions to answer."""
+        return any(q.meta.get("interactive") for q in self.validation + self.test)
+
     def score(self, prediction: str, item: QueryItem, judge: JudgeFn | None = None) -> Score:
         """Score one prediction against the item's gold answer / rubric, value in [0, 1]."""
         if self.metric_name in METRICS:
