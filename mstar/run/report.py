@@ -64,6 +64,42 @@ def _delta(d) -> str:
     return f' <span class="score {cls}">({d:+.3f})</span>'
 
 
+def _interval(ev: dict | None) -> str:
+    """The paired difference to the parent, item by item: mean [low, high] over n items."""
+    if not ev:
+        return ""
+    return (f' <span class="muted" title="paired difference to the parent, 95% bootstrap interval">'
+            f'paired {ev["mean"]:+.3f} [{ev["low"]:+.3f}, {ev["high"]:+.3f}] n={ev["n"]}</span>')
+
+
+def _algorithm(evo: dict, sandbox: dict) -> str:
+    """The choices that shape a run, as recorded in its config (older runs lack some: '-')."""
+    sel = evo.get("selection", "softmax")
+    parts = [f"selection {_e(sel)}" + (f" (tau {_e(evo.get('tau'))})" if sel == "softmax" else ""),
+             f"rotating {_e(evo.get('rotating', 'fresh'))} {_e(evo.get('rotating_size', '-'))}",
+             f"toolkit budget {_e(sandbox.get('llm_calls_per_op', '-'))} call(s) per op",
+             f"runtime-fix rounds {_e(evo.get('runtime_fix_rounds', '-'))}",
+             f"split seed {_e(evo.get('split_seed', '-'))}",
+             f"champion by {_e(evo.get('pick', 'static'))} (confirm top {_e(evo.get('confirm_top', '-'))} "
+             f"on {_e(evo.get('confirm_size', '-'))} items)",
+             f"prompts {_e(evo.get('prompts', 'mstar'))}", f"parallel {_e(evo.get('parallel', 1))}"]
+    return ", ".join(parts)
+
+
+def _champion(summary: dict) -> str:
+    """Each rule's choice with its test score, and the champion's paired gain over the best seed."""
+    picks = summary.get("picks") or {}
+    out = [f"{_e(rule)}: <span class='id'>{_e(p.get('program_id'))}</span> test {_score(p.get('test_score'))}"
+           for rule, p in picks.items()]
+    gain = summary.get("test_gain")
+    if gain:
+        verdict = "significant" if gain.get("significant") else "not significant"
+        out.append(f"gain over best seed <span class='id'>{_e(summary.get('best_seed_id'))}</span>: "
+                   f"{gain['mean']:+.3f} [{gain['low']:+.3f}, {gain['high']:+.3f}] (95% paired, "
+                   f"{gain['n']} questions, {verdict})")
+    return "<br>".join(out)
+
+
 def _badges(n: LineageNode) -> str:
     """Markers, and the cases left unscored because an LLM call failed (beside the score, never in it)."""
     errors = f' <span class="llm-errors">{_e(case_errors_text(n.case_errors))}</span>' if n.case_errors else ""
@@ -82,6 +118,7 @@ def _summary(view: RunView, nodes: list[LineageNode]) -> str:
             ("iterations", f"{view.iterations_done} of {_e(evo.get('iterations', '?'))} "
                            f"(seed {_e(evo.get('seed'))}, static set {_e(evo.get('static_size'))}, "
                            f"mode {_e(evo.get('mode', 'all'))})"),
+            ("algorithm", _algorithm(evo, view.config.get("sandbox", {}))),
             ("children", f"{sum(n.status == 'ok' for n in nodes)} added, "
                          f"{sum(n.status == 'failed' for n in nodes)} failed, "
                          f"{sum(n.status == 'duplicate' for n in nodes)} duplicate")]
@@ -92,6 +129,9 @@ def _summary(view: RunView, nodes: list[LineageNode]) -> str:
         errors = view.summary.get("test_case_errors") or 0
         rows.append(("test score", f"{_score(view.summary.get('test_score'))} on the held-out test set"
                      + (f" <span class='llm-errors'>{_e(case_errors_text(errors))}</span>" if errors else "")))
+        if view.summary.get("picks") or view.summary.get("test_gain"):
+            rows.append(("champion", f"chosen by {_e(view.summary.get('pick_rule', 'static'))}<br>"
+                                     + _champion(view.summary)))
     unscored = sum(n.case_errors for n in nodes)
     if unscored:
         rows.append(("LLM errors", f"{unscored} case evaluation(s) not scored because an LLM call failed "
@@ -105,7 +145,7 @@ def _tree_html(roots: list[LineageNode]) -> str:
     def li(n: LineageNode) -> str:
         anchor = f"#diff-{_e(n.label)}"
         head = (f'<a class="id" href="{anchor}">{_e(n.label)}</a> <span class="score">{_score(n.static_score)}</span>'
-                f"{_delta(n.delta)}{_badges(n)} {_e(n.title)}")
+                f"{_delta(n.delta)}{_badges(n)} {_e(n.title)}{_interval(n.evidence)}")
         if n.status in ("failed", "duplicate") and n.error:
             head += f' <span class="muted">-- {_e(n.error[:160])}</span>'
         kids = "".join(li(c) for c in n.children)
