@@ -32,6 +32,12 @@ def index():
 # ----------------------------------------------------------------------------- the real file
 
 @needs_data
+def test_the_datasets_folder_is_read_as_its_locomo10_json(locomo):
+    from_folder = load_task("locomo", str(LOCOMO))
+    assert [q.id for q in from_folder.test] == [q.id for q in locomo.test]
+
+
+@needs_data
 def test_split_matches_the_index_file(locomo, index):
     assert len(locomo.episodes) == 272 and len(locomo.validation) == 1440 and len(locomo.test) == 100
     order = list(dict.fromkeys(e.meta["sample_id"] for e in locomo.episodes))

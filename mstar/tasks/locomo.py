@@ -133,6 +133,8 @@ def load_locomo(data: str | None) -> Task:
         raise TaskError("task 'locomo' needs --data PATH to locomo10.json "
                         "(e.g. ../shared/data/locomo/locomo10.json)")
     path = Path(data)
+    if path.is_dir() and (path / "locomo10.json").is_file():  # the dataset's folder, as shipped
+        path = path / "locomo10.json"
     source = str(path)
     samples = read_json(path, "LoCoMo file (locomo10.json)")
     if not isinstance(samples, list) or not samples:
