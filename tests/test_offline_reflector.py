@@ -134,6 +134,16 @@ TARGETS = {
     "always_on_rewrite": ("llm_summarizer", ()),
     "query_instruction_rewrite": ("vector_search", ()),
     "item_instruction_rewrite": ("experience_learner", ()),
+    # reach edits (mstar/offline/reach_mutations.py; more in tests/test_offline_reflector_reach.py)
+    "speaker_index": ("experience_learner", ()),
+    "bridge_person": ("vector_search", ()),
+    "newest_first": ("llm_summarizer", ("store_turns_in_list", "rank_stored_lists")),
+    "spread_sessions": ("vector_search", ("keyword_rerank",)),
+    "entity_queries": ("vector_search", ()),
+    "evidence_budget_up": ("experience_learner", ("speaker_index",)),
+    "evidence_budget_down": ("experience_learner", ("speaker_index",)),
+    "evidence_only": ("experience_learner", ("speaker_index",)),
+    "drop_captions": ("vector_search", ()),
 }
 
 

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from mstar.offline.question_kinds import TOKEN_RE as _TOKEN_RE
-from mstar.offline.question_kinds import QuestionInfo, norm_word as _norm, question_info, question_parts
+from mstar.offline.question_kinds import (QuestionInfo, contrast_entity, norm_word as _norm,
+                                          question_info, question_parts)
 from mstar.offline.text import (COLOUR_WORDS, DISCOURSE_WORDS, MONTHS, NUMBER_TOKENS,
                                 QUESTION_WORDS, STOPWORDS, TIME_WORDS, WEEKDAYS, Unit,
                                 content_set, idf_weights, query_terms, stem)
@@ -65,6 +66,7 @@ NEXT_COST = 0.6        # support lost per sentence between the matching sentence
 PREV_COST = 1.2        # same, for the sentence just before the matching one
 MAX_SPAN = 8           # words in a candidate (the caller's word cap may lower it)
 CANDIDATE_UNITS = 6    # sentences whose spans are scored
+CONTRAST = 1.0         # a sentence naming the thing the question contrasts the answer with
 
 _LOWER_WORD_RE = re.compile(r"(?<![\w'’])[^\W\d_A-Z][\w'’]*")
 _TITLES = frozenset("mr mrs ms dr prof st sr jr mt".split())
@@ -84,8 +86,13 @@ def unit_scores(units: list[Unit], question: str) -> list[float]:
     bags = [content_set(u.text) | ({stem(u.speaker.lower())} if u.speaker else set())
             for u in units]
     idf = idf_weights(bags)
+    # A contrasted name ("before joining Greywater Analytics") is not evidence: the sentence
+    # stating it tells the fact the answer differs from, so it loses a point instead.
+    contrast = query_terms(contrast_entity(question) or "")
+    q -= contrast
     # fsum: exact, so ties do not depend on the set's (hash-seeded) iteration order.
-    return [len(q & bag) + 0.01 * math.fsum(idf[t] for t in q & bag) for bag in bags]
+    return [len(q & bag) + 0.01 * math.fsum(idf[t] for t in q & bag)
+            - (CONTRAST if contrast and contrast <= bag else 0.0) for bag in bags]
 
 
 def unit_support(units: list[Unit], scores: list[float]) -> list[float]:

@@ -55,6 +55,11 @@ KNOBS: tuple[Knob, ...] = (
          "the texts given to the summariser are cut before the relevant ones",
          "the summariser gets so much text that the relevant part is lost in it",
          value_range=(3001, 10**7), skip_return=True),
+    Knob("evidence_budget", "speaker evidence budget",
+         (r"def with_entity_evidence\(self, query_text, text, budget=(?P<n>\d+)\)",),
+         (400, 600, 800, 1200, 1600, 2000, 2400, 2800),
+         "the named person's turns are cut before the one that answers",
+         "the named person's turns crowd out what the rest of read() found"),
     Knob("rank_weight", "rank weight", (r"rank_weight=(?P<n>\d+(?:\.\d+)?)",),
          (0.0, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0),
          "word overlap alone promotes chunks that repeat common words; the embedding order "

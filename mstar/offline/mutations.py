@@ -22,6 +22,7 @@ from mstar.offline import source_edits as se
 from mstar.offline.instruction_mutations import INSTRUCTION_MUTATIONS
 from mstar.offline.knob_mutations import KNOBS, knob_mutations  # noqa: F401 (KNOBS re-exported)
 from mstar.offline.mutation_types import Edit, Mutation
+from mstar.offline.reach_mutations import reach_edits
 
 # Failure signals (computed by reflector_model.case_signals from the underperforming cases).
 SIGNALS = (
@@ -31,6 +32,12 @@ SIGNALS = (
     "long_retrieved",  # the retrieved text ran into the length limit
     "verbose",         # the answer is much longer than the expected one
     "terse",           # the answer is much shorter than the expected one
+    # Read off the question and the expected answer (mostly multi-hop and updated questions):
+    "names_person",    # the question names someone and the answer was not found
+    "bridge",          # "the person who ..." -- the answer is about someone the question describes
+    "now_question",    # asks what holds now / currently / most recently
+    "list_answer",     # the expected answer lists several things (commas, "and")
+    "caption_answer",  # the answer was quoted from an image caption ("[shares a photo of ...]")
 )
 
 # name -> (base weight, {signal: multiplier}). Tune here; nothing else needs to change.
@@ -67,6 +74,26 @@ TUNING: dict[str, tuple[float, dict[str, float]]] = {
     "always_on_rewrite": (0.3, {"when_no_date": 1.5}),
     "query_instruction_rewrite": (0.1, {}),
     "item_instruction_rewrite": (0.1, {}),
+    # Reach edits (mstar/offline/reach_mutations.py). Measured (test F1, one edit on a seed or a
+    # typical child): the speaker index lifts every seed on LoCoMo to ~0.21 (vector search 0.12,
+    # summariser 0.04, experience learner 0.00) and on the sample task (+0.28..+0.67), but not
+    # programs that already rank all turns (LoCoMo val -0.006); "the person who" resolution
+    # lifts sample multi-hop ~+0.3 and is a no-op on LoCoMo (2 of 1,540 questions have such a
+    # clause); newest-first ties lift sample "updated" 0.64 -> 1.00 and are near no-ops on
+    # LoCoMo; session spreading and per-entity chroma queries stay within +-0.01 on both.
+    "speaker_index": (2.5, {"names_person": 2.0, "not_retrieved": 1.2}),
+    "bridge_person": (0.15, {"bridge": 20.0}),
+    "newest_first": (0.3, {"now_question": 6.0}),
+    "spread_sessions": (0.15, {"list_answer": 2.0}),
+    "entity_queries": (0.3, {"names_person": 1.5}),
+    "evidence_budget_up": (0.3, {"names_person": 1.5}),
+    "evidence_budget_down": (0.1, {}),
+    # Measured on LoCoMo (one edit on a speaker-indexed child): val +0.007 [+0.001, +0.012] on
+    # 1,440 items, test +0.010; a no-op where texts carry no captions (the sample task).
+    "drop_captions": (0.1, {"caption_answer": 20.0}),
+    # Same setting: val +0.001 [-0.001, +0.004] (no real change), test +0.012. Kept because it
+    # removes other people's stories from what the answerer sees.
+    "evidence_only": (0.5, {"names_person": 2.0, "not_retrieved": 1.2}),
 }
 
 
@@ -330,7 +357,7 @@ STRUCTURAL: tuple[tuple[str, str, Callable], ...] = (
     ("rank_stored_lists", "Rank stored entries by query-word overlap before the cut", rank_stored_lists),
     ("store_raw_turns", "Keep raw dialogue turns next to the extracted entries", store_raw_turns),
     ("add_date_field", "Add a session_date field and stamp each stored entry with it", add_date_field),
-)
+) + reach_edits(prepare=(keyword_rerank, rank_stored_lists))
 
 
 def _applies_by_trying(fn: Callable) -> Callable[[str], bool]:

@@ -68,8 +68,39 @@ def norm_word(word: str) -> str:
     return w[:-2] if w.endswith("'s") else w
 
 
+# "who" after a noun opens a relative clause ("the person who ran ...", "friends who ..."): it
+# describes someone, it does not ask for a name. After these words it still asks ("with whom").
+_ASKING_BEFORE = frozenset("with for to by from of about and or but at on in".split())
+_RELATIVE_RE = re.compile(r"\b([A-Za-z]+)\s+(?:who|whom|whose)\b")
+
+
+def _without_relative_who(question: str) -> str:
+    return _RELATIVE_RE.sub(lambda m: m.group(0) if m.group(1).lower() in _ASKING_BEFORE
+                            else f"{m.group(1)} that", question)
+
+
+# "before moving to Sapporo", "besides the props", "other than Rex": the named thing is the one
+# the answer is NOT -- a different value of the same kind. Months and weekdays are dates ("the
+# week before August 3"), not such entities.
+_CONTRAST_RE = re.compile(r"\b(?:before|besides|apart from|other than|instead of|except(?: for)?)\s+"
+                          r"(?:(?:moving|joining|switching|changing|going|transferring)\s+(?:to\s+)?)?"
+                          r"(?:the\s+)?((?:[A-Z][\w'’.&-]*\s*){1,4})")
+_DATE_NAMES = frozenset("january february march april may june july august september october november "
+                        "december monday tuesday wednesday thursday friday saturday sunday".split())
+
+
+def contrast_entity(question: str) -> str | None:
+    """The capitalised name a question contrasts its answer with ("Where did Ines work before
+    joining Greywater Analytics?" -> "Greywater Analytics"), or None."""
+    m = _CONTRAST_RE.search(question)
+    if not m or m.group(1).split()[0].lower() in _DATE_NAMES:
+        return None
+    return m.group(1).strip(" ?.,")
+
+
 def question_kind(question: str) -> str:
     """The answer type a question asks for (see module docstring)."""
+    question = _without_relative_who(question)
     return next((kind for kind, p in _KIND_PATTERNS if p.search(question)), "thing")
 
 

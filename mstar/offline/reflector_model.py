@@ -4,7 +4,8 @@ Prompt in, reply out, in the same formats a real model sees and writes (mstar/re
 
 - a reflection prompt -> read the current program, its underperforming cases and its lineage;
   turn the cases into failure signals (`case_signals`); choose ONE mutation from the catalogue
-  (mstar/offline/mutations.py) by weight x signal boosts, skipping changes the lineage marks as
+  (mstar/offline/mutations.py): first a failure to fix, then an edit meant for it, by weight x
+  signal boosts (`edit_odds`), skipping changes the lineage marks as
   regressions or already tried on this parent; reply with a commit message and a V4A patch made
   by mstar.patch.apply.make_patch.
 - a compile-fix prompt -> try the repair rules (mstar/offline/repairs.py); when none applies,
@@ -17,8 +18,11 @@ run is reproducible and the same parent drawn in another iteration can get a dif
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mstar.offline import source_edits as se
@@ -33,6 +37,12 @@ _WHEN_RE = re.compile(r"^\s*when\b| when |\b(?:what|which) (?:year|date|month)\b
 # An absolute date in an answer ("last week" is not one: it scores nothing against "7 May 2023").
 _DATE_RE = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b(?:19|20)\d\d\b"
                       r"|\b\d{1,2}/\d{1,2}\b", re.I)
+_BRIDGE_RE = re.compile(r"\b(?:person|one|friend|someone|somebody|people) (?:who|that|whose)\b", re.I)
+_NOW_RE = re.compile(r"\b(?:now|currently|current|these days|latest|most recent(?:ly)?|still)\b", re.I)
+# A capitalised word after the first one: a name ("What did Caroline paint?").
+_NAME_RE = re.compile(r"(?<=\s)[A-Z][a-z]+")
+# "[shares a photo of a pie]": a description of an image inside a dialogue turn.
+_CAPTION_RE = re.compile(r"\[(?:shares|shared|sends|sent|posts|posted)\b[^\]\n]*\]", re.I)
 _EMPTY_RE = re.compile(r"^\W*(?:unknown|none|n/?a|no (?:relevant )?information[\w ]*|not mentioned|"
                        r"i don'?t know)?\W*$", re.I)
 
@@ -50,6 +60,7 @@ class LineageEntry:
     kind: str          # "ancestor" | "current" | "child" | "" (unknown format)
     title: str
     regression: bool
+    inert: bool = False    # its score equalled its parent's exactly (" \u0394 +0.000")
 
 
 @dataclass
@@ -79,7 +90,8 @@ def parse_lineage(block: str | None) -> list[LineageEntry]:
         m = re.match(r"- \[(\w+)\] [^:\s]+: (.*)$", line)
         kind, rest = (m.group(1), m.group(2)) if m else ("", line[2:])
         title = re.sub(r"\s*\((?:score|\u0394|delta|failed|duplicate)[^()]*\)\s*(?:\u2190|<-)?\s*(?:REGRESSION)?\s*$", "", rest)
-        out.append(LineageEntry(kind, title.strip(), "REGRESSION" in line))
+        inert = re.search(r"(?:\u0394|delta)\s*[+-]?0\.0+\)", line) is not None
+        out.append(LineageEntry(kind, title.strip(), "REGRESSION" in line, inert))
     return out
 
 
@@ -115,6 +127,20 @@ def case_signals(case: Case) -> set[str]:
         signals.add("not_retrieved")
     if len(retrieved) >= 2400 or "more characters cut]" in retrieved:
         signals.add("long_retrieved")
+    if _BRIDGE_RE.search(case.question):
+        signals.add("bridge")
+    elif _NAME_RE.search(case.question) and ("not_retrieved" in signals or "no_answer" in signals
+                                             or not content_set(answer) & want):
+        signals.add("names_person")
+    if _NOW_RE.search(case.question):
+        signals.add("now_question")
+    said = content_set(answer)
+    if said and any(said <= content_set(c) for c in _CAPTION_RE.findall(retrieved)) \
+            and not said <= content_set(_CAPTION_RE.sub("", retrieved)):
+        signals.add("caption_answer")     # the words are only in a caption: it was quoted
+    items = re.sub(r",\s*(?:19|20)\d\d\b", "", expected)   # "2 April, 2024" is one date, not a list
+    if "," in items or (" and " in items and len(items.split()) <= 8):
+        signals.add("list_answer")
     n_answer, n_expected = len(answer.split()), len(expected.split())
     if n_answer > n_expected + 3:
         signals.add("verbose")
@@ -132,7 +158,15 @@ def choice_rng(seed: int, source: str, iteration: int, extra: str = "") -> rando
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def mutation_weight(m: Mutation, signals: set[str]) -> float:
+INERT_FACTOR = 0.25
+# Share of reflections that address one failure the cases show (the rest draw from the whole
+# catalogue by weight, so an edit no signal points at can still be found). A product of boosts
+# alone cannot do this: a rare, specific failure ("who is her flatmate *now*") has one edit that
+# fixes it, which would be outweighed by the many edits that claim "not retrieved".
+TARGETED_SHARE = 0.8
+
+
+def mutation_weight(m: Mutation, signals: Iterable[str]) -> float:
     base, boosts = TUNING[m.name]
     weight = base
     for s in sorted(signals):  # fixed order: float products must not depend on set order
@@ -140,9 +174,47 @@ def mutation_weight(m: Mutation, signals: set[str]) -> float:
     return weight
 
 
-def choose_edit(source: str, rng: random.Random, signals: set[str], lineage: list[LineageEntry],
-                catalogue: list[Mutation] = CATALOGUE) -> tuple[Mutation, Edit] | None:
-    """One weighted draw from the applicable mutations.
+def targets(m: Mutation, signal: str) -> bool:
+    """The mutation is meant to fix this failure (its TUNING boosts the signal)."""
+    return TUNING[m.name][1].get(signal, 1.0) > 1.0
+
+
+def _count(signals: Iterable[str] | Mapping[str, int], s: str) -> float:
+    return float(signals.get(s, 1)) if isinstance(signals, Mapping) else 1.0
+
+
+def edit_odds(pool: list[Mutation], signals: Iterable[str] | Mapping[str, int],
+              inert: frozenset[str] = frozenset()) -> list[float]:
+    """The probability of each mutation in `pool` being drawn, in two steps as a reflector
+    reasons: with probability TARGETED_SHARE pick the failure to fix (a signal some mutation in
+    the pool targets, weighted by the number of cases that show it), then an edit meant for it
+    (by weight x boosts); otherwise -- or when no edit targets any signal -- any edit by weight.
+    The odds of a mutation whose key is in `inert` are then cut to INERT_FACTOR times theirs
+    (against the others, renormalised): whichever step would have chosen it."""
+    weights = [mutation_weight(m, signals) for m in pool]
+    total = math.fsum(weights)
+    if total <= 0:
+        return [1.0 / len(pool)] * len(pool) if pool else []
+    addressed = [s for s in sorted(signals) if any(targets(m, s) for m in pool)]
+    share = TARGETED_SHARE if addressed else 0.0
+    odds = [(1.0 - share) * w / total for w in weights]
+    counts = math.fsum(_count(signals, s) for s in addressed)
+    for s in addressed:
+        meant = [i for i, m in enumerate(pool) if targets(m, s)]
+        meant_total = math.fsum(weights[i] for i in meant)
+        for i in meant:
+            if meant_total > 0:
+                odds[i] += share * _count(signals, s) / counts * weights[i] / meant_total
+            else:
+                odds[i] += share * _count(signals, s) / counts / len(meant)
+    odds = [p * (INERT_FACTOR if m.key.lower() in inert else 1.0) for m, p in zip(pool, odds)]
+    total = math.fsum(odds)
+    return [p / total for p in odds] if total > 0 else odds
+
+
+def candidate_pool(source: str, lineage: list[LineageEntry],
+                   catalogue: list[Mutation] = CATALOGUE) -> tuple[list[Mutation], frozenset[str]]:
+    """The mutations a reflection may draw from for this program, and the keys of the inert ones.
 
     Changes marked as regressions anywhere in the lineage, and changes already tried on this
     parent (its children's titles: the same structural edit would be a duplicate), are left
@@ -155,9 +227,20 @@ def choose_edit(source: str, rng: random.Random, signals: set[str], lineage: lis
     applicable = [m for m in catalogue if TUNING[m.name][0] > 0 and m.applies(source)]
     pool = ([m for m in applicable if m.key.lower() not in banned | tried]
             or [m for m in applicable if m.key.lower() not in banned] or applicable)
+    # A change that left an ancestor's score exactly as it was is likely inert here too (a
+    # rewrite the offline answerer ignores, a knob far from the cases that fail): less likely.
+    inert = frozenset(title_key(e.title) for e in lineage if e.inert and e.kind in ("ancestor", "current"))
+    return pool, inert
+
+
+def choose_edit(source: str, rng: random.Random, signals: Iterable[str] | Mapping[str, int],
+                lineage: list[LineageEntry], catalogue: list[Mutation] = CATALOGUE) -> tuple[Mutation, Edit] | None:
+    """One draw from `candidate_pool` with the odds of `edit_odds`; `signals` is a set, or a
+    mapping signal -> number of cases that show it. A mutation that fails to apply after all
+    leaves the pool and the draw is repeated."""
+    pool, inert = candidate_pool(source, lineage, catalogue)
     while pool:
-        weights = [mutation_weight(m, signals) for m in pool]
-        m = rng.choices(pool, weights=weights)[0]
+        m = rng.choices(pool, weights=edit_odds(pool, signals, inert))[0]
         edit = m.apply(source, rng)
         if edit is not None and edit.source != source and se.parses(edit.source):
             return m, edit
@@ -194,6 +277,10 @@ class OfflineReflectorModel:
 
     def complete(self, messages: list[dict]) -> str:
         prompt = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") != "assistant")
+        from mstar.offline import gepa_proposer, paper_forms
+        if gepa_proposer.is_proposal_prompt(prompt):   # GEPA's reflection LM (mstar/gepa)
+            return gepa_proposer.propose(prompt)
+        prompt = paper_forms.tagged_reflector_prompt(prompt)   # the paper's wording -> tags
         catalogue = self._catalogue_for(prompt)
         if (extract_tag(prompt, "task") or "").strip() == "compile_fix":
             return self._compile_fix(prompt, catalogue)
@@ -211,7 +298,8 @@ class OfflineReflectorModel:
         return self.catalogue
 
     def _reflect(self, view: ReflectionView, extra: str = "", catalogue: list[Mutation] | None = None) -> str:
-        signals = set().union(*(case_signals(c) for c in view.cases)) if view.cases else set()
+        # How many cases show each failure: the commonest one is the likeliest to be addressed.
+        signals = Counter(s for c in view.cases for s in case_signals(c))
         # A retry after a failed attempt must not make the same choice again.
         rng = choice_rng(self.seed, view.source, view.iteration, extra + (view.attempt_error or ""))
         chosen = choose_edit(view.source, rng, signals, view.lineage,

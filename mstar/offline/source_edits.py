@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 import re
 
+from mstar.offline.reach_helpers import REACH_HELPERS, REACH_NEEDS
+
 # ---------------------------------------------------------------- helper methods
 # Added to KnowledgeBase on demand. Written at class-body indent (4 spaces); add_method
 # re-indents them to the program's own indent. Only whitelisted modules are used, and of the
@@ -66,6 +68,10 @@ HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 # Helpers that call other helpers.
 HELPER_NEEDS = {"rank_by_overlap": ("query_words",)}
+# The helpers of the reach edits (speaker index, bridge, newest first ...) live in their own
+# module; merged here so ensure_helper and the compile-fix rules know them too.
+HELPERS.update(REACH_HELPERS)
+HELPER_NEEDS.update(REACH_NEEDS)
 
 
 def parses(source: str) -> bool:
