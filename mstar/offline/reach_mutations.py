@@ -321,7 +321,12 @@ def _prepend_to(source: str, method: str, code: list[str]) -> str | None:
 
 def drop_captions(source: str, rng: random.Random) -> Edit | None:
     raw = se.arg_name(source, "write", 2)
-    if raw is None or "drop_captions" in source:
+    node = se.method_node(source, "write")
+    if raw is None or node is None or "drop_captions" in source:
+        return None
+    # A program that stores only the extracted item never sees a caption: the edit would change
+    # nothing (a no-change child).
+    if not any(isinstance(n, ast.Name) and n.id == raw for n in ast.walk(node)):
         return None
     new = _prepend_to(source, "write", [
         "# Image captions (\"[shares a photo of ...]\") are not what anyone said; they share words",
