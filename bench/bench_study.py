@@ -20,17 +20,17 @@ Targets (issue 18, offline LoCoMo, 5 seeds x 10 iterations): the confirmed champ
 best seed significantly in >= 4 of 5 seeds, its mean test F1 is >= 0.21, and no-change children
 are <= 25% of all children. Exit status 0 when all three hold.
 
-What moved the score (offline LoCoMo, test F1 of one edit on a program; static-set deltas are on
-25 items and mostly noise -- the paired confirmation / test intervals are what count):
+What moved the score (offline LoCoMo, test F1 of one edit on a program; "val" = paired on all
+1,440 validation items; static-set deltas are on 25 items and cannot tell these apart):
 
 | edit kind | effect |
 |---|---|
-| Index turns by speaker (speaker_index) | the big one: any seed -> ~0.20-0.21 (vector search 0.117) |
-| Stamp dates / turns / keyword re-rank / raw turns | +0.02..+0.08 on the seed they fit (dates on every unit) |
-| Resolve 'the person who ...' (bridge_person) | no-op on LoCoMo (2 of 1,540 questions have the clause) |
-| Break ranking ties toward the newest (newest_first) | within +-0.01 on LoCoMo (helps the sample task's updates) |
-| Spread evidence over sessions / one query per entity | within +-0.01 |
-| knobs (top-k, caps, budgets) and instruction rewrites | within +-0.01; the no-change children come from here |
+| Index turns by speaker (speaker_index) | the big one: each seed -> ~0.21 (vector search 0.117, summariser 0.04) |
+| Drop image captions (drop_captions) | +0.010 test, val +0.007 [+0.001, +0.012] |
+| Named people's turns alone (evidence_only) | +0.012 test, val +0.001 [-0.001, +0.004] (no real change) |
+| More text in front of the speaker evidence (dates + re-rank, raw turns) | -0.013 .. -0.023 test |
+| 'the person who ...' / newest-first ties / session spread / one query per entity | within +-0.01 |
+| evidence budget, top-20 -> 40 turns | +-0.001; raising the answer cap past 8 words: always no change |
 
 The latest measured study table is in docs/study-issue18.md.
 """
