@@ -25,7 +25,7 @@ def add_evolve_args(p: argparse.ArgumentParser) -> None:
                    help="sample, locomo, healthbench, prbench, formula, finer, jsonl, json, or a .json/.toml "
                         "task file (see docs/tasks.md)")
     p.add_argument("--data", default=None, help="data file or folder for the task, when it needs one")
-    add_task_options(p)
+    add_task_options(p, split_alias=True)
     p.add_argument("--theme", default=None,
                    help="keep one theme of a rubric task: a HealthBench theme (emergency_referrals, "
                         "health_data_tasks, ...) or a PRBench field (finance, legal)")

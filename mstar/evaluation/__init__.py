@@ -2,6 +2,7 @@
 
     run.py        evaluate(): ingest the episodes, read and answer each query, score -- waiting
                   on as many LLM calls at once as the roles allow
+    playing.py    an interactive query (meta["interactive"]): the game played after the read
     records.py    CaseResult, WriteRecord, EvalResult (JSON in the run folder), EndpointOutage
     sessions.py   SessionCache: ingested knowledge bases kept alive for the next evaluation
 """

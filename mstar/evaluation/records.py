@@ -34,11 +34,14 @@ class CaseResult:
     llm_error: str | None = None       # an LLM call of this case failed after retries: not scored
     judge_calls: int = 0
     waits: dict = field(default_factory=dict)   # requests made (not cache hits) per step: formulate,
-                                                # toolkit, answer, judge -- for critical_chain
+                                                # toolkit, answer (act: an interactive game's steps),
+                                                # judge -- for critical_chain
+    corrupt: bool = False              # an interactive game that cannot be played whatever the memory
+                                       # (no admissible command at reset): counted, not scored
 
     @property
     def scored(self) -> bool:
-        return self.llm_error is None
+        return self.llm_error is None and not self.corrupt
 
 
 @dataclass
@@ -56,7 +59,7 @@ class WriteRecord:
 
 @dataclass
 class EvalResult:
-    mean_score: float                   # over the scored cases (those without an LLM error)
+    mean_score: float                   # over the scored cases (no LLM error, not a corrupt game)
     cases: list[CaseResult]
     writes: list[WriteRecord]
     per_category: dict[str, float]
@@ -64,6 +67,7 @@ class EvalResult:
     seconds: float = 0.0
     sandbox_seconds: float = 0.0        # time spent waiting on the worker (writes, reads, start)
     case_errors: int = 0                # cases left unscored because an LLM call failed
+    corrupt_cases: int = 0              # interactive games left unscored because they are corrupt
     failed_calls: int = 0               # LLM calls that failed after their retries
     calls: int = 0                      # LLM calls this evaluation made (agent and judge)
     reused_kb: bool = False             # the ingested knowledge base was kept from an earlier evaluation
@@ -82,7 +86,7 @@ class EvalResult:
             ingest = max((w.waits.get("extract", 0) for w in self.writes), default=0) \
                 + sum(w.waits.get("toolkit", 0) for w in self.writes)
         per_case = (max(ingest, c.waits.get("formulate", 0)) + c.waits.get("toolkit", 0) + c.waits.get("answer", 0)
-                    + c.waits.get("judge", 0) for c in self.cases)
+                    + c.waits.get("act", 0) + c.waits.get("judge", 0) for c in self.cases)
         return max(per_case, default=ingest)
 
     def to_dict(self) -> dict:
@@ -109,5 +113,6 @@ def summarise(cases: list[CaseResult], writes: list[WriteRecord], fatal: dict | 
         mean = 0.0  # a program that crashed its worker does not get partial credit
     per_cat = per_category_means([c.score for c in scored], [c.category for c in scored])
     return EvalResult(mean, cases, writes, per_cat, fatal, seconds, sandbox_seconds,
-                      case_errors=len(cases) - len(scored), failed_calls=failed_calls, calls=calls,
-                      reused_kb=reused)
+                      case_errors=sum(1 for c in cases if c.llm_error is not None),
+                      corrupt_cases=sum(1 for c in cases if c.corrupt and c.llm_error is None),
+                      failed_calls=failed_calls, calls=calls, reused_kb=reused)

@@ -31,6 +31,7 @@ from typing import Callable, Sequence
 from mstar import agent
 from mstar.config import SandboxConfig
 from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, WriteRecord, summarise
+from mstar.evaluation.playing import play_query
 from mstar.evaluation.sessions import LOAD_INFO, SessionCache, session_key
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
@@ -309,6 +310,11 @@ def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_
         case.llm_error = f"toolkit call failed: {failures[-1]}"
         return case
     consts = info.constants
+    if q.meta.get("interactive"):   # a game to play with what was read, not a question to answer
+        if program.fatal is not None:   # its mean is 0 anyway: no game processes for a crashed program
+            case.error = case.error or "not played: the program failed in this evaluation"
+            return case
+        return play_query(case, q, consts, calls.text)
     a_msgs = agent.build_answer_messages(consts["ALWAYS_ON_KNOWLEDGE"], case.retrieved, q.question,
                                          consts["INSTRUCTION_RESPONSE"], query_turns=case.conversation[:2])
     a_reply, a_err, case.waits["answer"] = calls.text("task", a_msgs)

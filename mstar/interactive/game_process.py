@@ -9,11 +9,13 @@ Life of a game:
      from multiprocessing's fork server (context "forkserver"; the modules in `preload` are
      imported once in the server, so a child is ready in tens of ms instead of an interpreter
      start plus the engine's imports). The child makes itself a process-group leader and arms a
-     SIGALRM backstop, then builds the environment from the spec (mstar.interactive.env).
-  1. `reset()` / `step(cmd)` send one request and wait for one reply, at most the smaller of
-     `call_timeout_s` and what is left of the game's `timeout_s`. The game's clock runs while
-     the engine works (waiting for its replies), not while the agent thinks: a slow LLM is
-     not a hung game, and its calls have their own timeouts in the router.
+     SIGALRM backstop; it builds the environment from the spec (mstar.interactive.env) when
+     the first request comes.
+  1. `reset()` / `step(cmd)` take one of ENGINE_SLOTS (engines computing at once, default the
+     cores), send one request and wait for one reply, at most the smaller of `call_timeout_s`
+     and what is left of the game's `timeout_s`. The game's clock runs while the engine works
+     (waiting for its replies), not while the agent thinks or the game waits for a slot: a slow
+     LLM or a busy machine is not a hung game, and LLM calls have their own timeouts.
   2. A reply that does not come in time -> the child's process group is SIGKILLed and the call
      raises `GameError(kind="timeout")`; a child that died -> `GameError(kind="crash")` with its
      exit code or signal; an exception inside the environment -> `GameError(kind="env")` with
@@ -39,6 +41,39 @@ CHILD_BACKSTOP_S = 3600.0       # a child still alive this long after it started
                                 # orphan stuck in C code never sees its pipe close)
 _preload_lock = threading.Lock()
 _preloaded: set[str] = set()
+
+
+class EngineSlots:
+    """How many game engines may compute at once in this process's games (default: the cores).
+
+    A game's process mostly waits for the agent; when it computes (building the game, reset,
+    step) it is CPU-bound. Twenty-four games of one evaluation resetting at once on two cores took
+    over a minute each -- past the step limit, though none hung. So a request takes a slot before
+    it is sent and the game's clock starts only then: a game waiting for a slot is not a slow game,
+    and as many games as the evaluator likes can be open while their agents think."""
+
+    def __init__(self, n: int):
+        self._cond = threading.Condition()
+        self.limit, self.busy = max(1, int(n)), 0
+
+    def resize(self, n: int) -> None:
+        with self._cond:
+            self.limit = max(1, int(n))
+            self._cond.notify_all()
+
+    def __enter__(self):
+        with self._cond:
+            self._cond.wait_for(lambda: self.busy < self.limit)
+            self.busy += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._cond:
+            self.busy -= 1
+            self._cond.notify()
+
+
+ENGINE_SLOTS = EngineSlots(max(2, os.cpu_count() or 1))
 
 
 class GameError(Exception):
@@ -75,12 +110,7 @@ def _child_main(conn, spec_dict: dict, backstop_s: float) -> None:
         pass
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(max(1, int(backstop_s)))
-    try:
-        env = build_env(EnvSpec(spec_dict["factory"], spec_dict.get("kwargs") or {}))
-    except BaseException as exc:  # reported on the first request, not lost with the process
-        env, build_error = None, _describe(exc)
-    else:
-        build_error = None
+    env, build_error = None, None
     while True:
         try:
             request = conn.recv()
@@ -89,6 +119,13 @@ def _child_main(conn, spec_dict: dict, backstop_s: float) -> None:
         op = request[0]
         if op == "close":
             break
+        if env is None and build_error is None:
+            # Built on the first request, not at start: building is engine work, and the parent
+            # times (and rations, ENGINE_SLOTS) engine work per request.
+            try:
+                env = build_env(EnvSpec(spec_dict["factory"], spec_dict.get("kwargs") or {}))
+            except BaseException as exc:  # reported on this request, not lost with the process
+                build_error = _describe(exc)
         if build_error is not None:
             conn.send(("error", build_error))
             continue
@@ -198,14 +235,15 @@ class GameProcess:
         if wait <= 0:
             self._kill()
             raise GameError("timeout", f"game exceeded its wall-clock limit of {self.timeout_s:g} s; killed")
-        t0 = time.monotonic()
-        try:
-            self._conn.send(request)
-            ready = self._conn.poll(wait)
-        except (OSError, ValueError, BrokenPipeError):
-            raise self._crash() from None
-        finally:
-            self.engine_s += time.monotonic() - t0
+        with ENGINE_SLOTS:
+            t0 = time.monotonic()
+            try:
+                self._conn.send(request)
+                ready = self._conn.poll(wait)
+            except (OSError, ValueError, BrokenPipeError):
+                raise self._crash() from None
+            finally:
+                self.engine_s += time.monotonic() - t0
         if not ready:
             self._kill()
             if self.remaining_s() <= 0:

@@ -10,8 +10,9 @@ TextWorld's global state never meets another game, and only a plan that wins is 
 
 Cache: one JSON per game under `cache_dir/experts/`, named by the SHA-1 of the game file's bytes,
 so a regenerated or edited game is never served a stale trajectory, and the same game in two
-places is played once. A failed run (no plan, plan does not win, engine error) is cached too --
-as a failure with its reason -- so a broken game is not replayed on every load.
+places is played once. A lasting failure (no plan, plan does not win, engine error) is cached too
+-- as a failure with its reason -- so a broken game is not replayed on every load; a crashed or
+hung game process (an overloaded machine, a script without a __main__ guard) is not.
 """
 from __future__ import annotations
 
@@ -62,9 +63,11 @@ def run_expert(game_file: str | Path, *, plan: Sequence[str] | None = None, time
                     break
     except GameError as exc:
         record["error"] = str(exc)
+        record["transient"] = exc.kind != "env"   # a crash or a hang may not happen next time
         return record
     except Exception as exc:  # the process could not start
         record["error"] = f"{type(exc).__name__}: {exc}"
+        record["transient"] = True
         return record
     if not record["won"]:
         record["error"] = "the expert plan did not win" if record["plan"] else "the planner found no plan"
@@ -113,6 +116,8 @@ def expert_trajectories(game_files: Sequence[str | Path], cache_dir: str | Path,
             play = lambda j: run_expert(game_files[j], plan=plans[j], timeout_s=timeout_s)  # noqa: E731
             for i, record in zip(todo, pool.map(play, todo)):
                 out[i] = record
+                if record.get("transient"):   # not cached: a lasting failure is, a passing one is retried
+                    continue
                 path = _cache_path(cache_dir, digests[i])
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_suffix(".tmp")
