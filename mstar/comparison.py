@@ -49,8 +49,16 @@ DEFAULT_PROGRAMS = tuple(name for _, names in PAPER_GROUPS for name in names if 
 DEFAULT_ROWS = tuple(name for _, names in PAPER_GROUPS for name in names)
 OTHER_GROUP = "Other programs"
 # Column order for categories we know (LoCoMo's as in the paper's Table 12: Single-hop, Temporal,
-# Causal, Open-domain); any other category follows, sorted.
-CATEGORY_ORDER = ("single-hop", "multi-hop", "temporal", "causal", "open-domain", "updated", "adversarial")
+# Causal, Open-domain; ALFWorld's task types as in Tables 10-11); any other category follows, sorted.
+CATEGORY_ORDER = ("single-hop", "multi-hop", "temporal", "causal", "open-domain", "updated", "adversarial",
+                  "pick_and_place_simple", "pick_and_place_with_movable_recep", "pick_clean_then_place_in_recep",
+                  "look_at_obj_in_light", "pick_cool_then_place_in_recep", "pick_heat_then_place_in_recep",
+                  "pick_two_obj_and_place")
+# The paper's short column names where the category's own name is long (ALFWorld, Tables 10-11).
+CATEGORY_LABELS = {"pick_and_place_simple": "Simple", "pick_and_place_with_movable_recep": "Movable",
+                   "pick_clean_then_place_in_recep": "Clean", "look_at_obj_in_light": "Light",
+                   "pick_cool_then_place_in_recep": "Cool", "pick_heat_then_place_in_recep": "Heat",
+                   "pick_two_obj_and_place": "2-Obj"}
 
 Progress = Callable[["ProgramScore"], None]   # called with each row as it is scored
 
@@ -69,6 +77,8 @@ class ProgramScore:
     toolkit_calls: int = 0            # toolkit LLM calls made by read()
     llm: dict = field(default_factory=dict)   # router usage during this evaluation
     gepa: dict | None = None          # a GEPA row: budget, metric calls, best validation score
+    corrupt: list[str] = field(default_factory=list)   # interactive games that cannot be played
+                                                        # (no admissible command): left out of the score
 
 
 @dataclass
@@ -98,10 +108,11 @@ class ComparisonTable:
 
 # ---------------------------------------------------------------------------- pure helpers
 
-def category_columns(queries: Sequence[QueryItem]) -> list[tuple[str, int]]:
-    """(category, count) for the queries, known categories first in paper order."""
+def category_columns(queries: Sequence[QueryItem], left_out: Sequence[str] = ()) -> list[tuple[str, int]]:
+    """(category, count) for the queries (but those whose id is in `left_out`, e.g. corrupt
+    games), known categories first in paper order."""
     counts: dict[str, int] = {}
-    for q in queries:
+    for q in (q for q in queries if q.id not in set(left_out)):
         key = "none" if q.category is None else str(q.category)
         counts[key] = counts.get(key, 0) + 1
     known = [c for c in CATEGORY_ORDER if c in counts]
@@ -110,8 +121,8 @@ def category_columns(queries: Sequence[QueryItem]) -> list[tuple[str, int]]:
 
 
 def category_label(name: str) -> str:
-    """A category as a column header: the paper's capitalisation ("Single-hop", "Open-domain")."""
-    return name[:1].upper() + name[1:]
+    """A category as a column header: the paper's name ("Single-hop", "Open-domain", "Heat")."""
+    return CATEGORY_LABELS.get(name) or name[:1].upper() + name[1:]
 
 
 def label_and_group(program: str) -> tuple[str, str]:
@@ -212,8 +223,9 @@ def score_source(program: str, label: str, group: str, source: str, task: Task, 
         error = str(res.error.get("message") or res.error)[:300]
     return ProgramScore(
         program=program, label=label, group=group, overall=res.mean_score,
-        per_category=res.per_category, n=len(res.cases),
-        failed_cases=sum(1 for c in res.cases if c.error) + sum(1 for w in res.writes if w.error),
+        per_category=res.per_category, n=sum(1 for c in res.cases if not c.corrupt),
+        failed_cases=sum(1 for c in res.cases if c.error and not c.corrupt) + sum(1 for w in res.writes if w.error),
+        corrupt=[c.query_id for c in res.cases if c.corrupt],
         error=error, seconds=round(time.perf_counter() - t0, 3),
         toolkit_calls=sum(c.toolkit_calls for c in res.cases), llm=usage)
 
@@ -304,7 +316,12 @@ def compare(task: Task, programs: Sequence[str], *, router: LLMRouter, sandbox: 
     else:
         rows = [one(p) for p in programs]
     chosen = current_program_embeddings() if isinstance(embed, str) and embed == "current" else embed
-    return ComparisonTable(task=task.name, split=split, metric=task.metric_name, n=len(queries),
-                           categories=category_columns(queries), rows=rows, notes=notes,
+    # A corrupt game is one for every program (paper Appendix K): out of the columns' n, said once.
+    corrupt = sorted({qid for row in rows for qid in row.corrupt})
+    if corrupt:
+        notes.append(f"{len(corrupt)} corrupt games (no admissible command at reset) left out of every "
+                     f"row: {', '.join(corrupt)}")
+    return ComparisonTable(task=task.name, split=split, metric=task.metric_name, n=len(queries) - len(corrupt),
+                           categories=category_columns(queries, corrupt), rows=rows, notes=notes,
                            program_embeddings=program_embeddings_label(chosen), prompts=current_prompts(),
                            optimisations=optimisations)

@@ -184,3 +184,34 @@ def test_memory_names_the_appliance_the_goal_verb_needs():
 def test_the_offline_task_model_answers_an_act_prompt_with_an_admissible_command():
     messages = build_act_messages(TRAJECTORY, "heat some apple and put it in fridge.", INTRO, ROOM, "One command.")
     assert OfflineTaskModel().complete(messages) == "go to countertop 2"
+
+
+# ------------------------------------------------------------------ end to end: a short evolve run
+
+@needs_extra
+def test_a_short_offline_evolve_run_reports_success_by_task_type(task, tmp_path, monkeypatch, capsys):
+    import json
+
+    from mstar.cli import main
+    from mstar.run.report import build_report
+    from mstar.run.views import open_run
+    from mstar.tasks import LOADER_OPTIONS, LOADERS
+
+    # The module's fixture games (7 to play, one corrupt) under a loader name the CLI can use.
+    monkeypatch.setitem(LOADERS, "alfworld-fixture", lambda data=None, **kw: task)
+    monkeypatch.setitem(LOADER_OPTIONS, "alfworld-fixture", ())
+    out = tmp_path / "run"
+    assert main(["evolve", "--task", "alfworld-fixture", "--iterations", "1", "--seeds", "no_memory,trajectory_retrieval",
+                 "--static-size", "4", "--confirm-size", "0", "--embed-model", "hashing", "--out", str(out), "--quiet"]) == 0
+    types = {q.category for q in task.validation + task.test}
+    events = [json.loads(line) for line in (out / "lineage.jsonl").read_text().splitlines() if line.strip()]
+    scored = [e for e in events if e.get("per_category")]
+    assert scored and all(set(e["per_category"]) <= types for e in scored)
+    test = next(e for e in events if e["event"] == "test")
+    assert set(test["per_category"]) == {q.category for q in task.test if q.answer}   # the corrupt game: not scored
+    capsys.readouterr()
+    assert main(["show", str(out), "best", "--no-source"]) == 0
+    shown = capsys.readouterr().out
+    assert "category " in shown and any(t in shown for t in types)
+    page = build_report(open_run(str(out), str(tmp_path)))
+    assert any(t in page for t in types)

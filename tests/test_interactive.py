@@ -136,6 +136,22 @@ def test_the_agents_thinking_time_does_not_count_against_the_games_limit():
     assert case.answer == "won" and case.error is None and case.seconds > 3.0
 
 
+def test_waiting_for_an_engine_slot_does_not_count_against_a_games_limit(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mstar.interactive import game_process
+    monkeypatch.setattr(game_process, "ENGINE_SLOTS", game_process.EngineSlots(1))
+    hung, fine = corridor_item("hung", hang_at=1), corridor_item("fine", length=3)
+    play = lambda q: play_case(q, "", CONSTS, walker, timeout_s=20, call_timeout_s=1.5)  # noqa: E731
+    with ThreadPoolExecutor(2) as pool:   # one slot: the fine game waits while the hung one holds it
+        first = pool.submit(play, hung)
+        time.sleep(0.5)
+        second = pool.submit(play, fine)
+        cases = [first.result(), second.result()]
+    assert "timeout" in cases[0].error
+    assert cases[1].answer == "won" and cases[1].error is None and cases[1].seconds > 0.8
+
+
 def test_a_hung_step_is_killed_by_the_per_call_limit_and_the_process_is_gone():
     game = GameProcess(EnvSpec(FACTORY, {"hang_on_reset": True}), timeout_s=60, call_timeout_s=1.0)
     game.start()
