@@ -19,7 +19,9 @@ role divided by its calls in flight (64) times the latency. Sandbox and gate tim
 in the bound, so wall / bound >= 1 always.
 
 Rows: seconds per iteration at K=1 (--rotating reuse and fresh), the seed evaluation (3 seeds
-at once), the final evaluation (the best program and the best seed on 191 questions), children
+at once), the final evaluation (the best program and the best seed on 191 questions; the
+confirmation before it -- mstar's own step, the official engine has none -- is timed apart and
+left out of the iteration phase), children
 per hour at K=4 vs K=1, and the same run on a local Ray of 2 workers (overhead per evaluation;
 lineage shape, spend counted once). Each configuration runs once untimed first, so that the
 server has learnt its replies and spends no CPU of its own in the timed run.
@@ -134,12 +136,18 @@ def measure(run: Path, wall: float, latency: float) -> dict:
         chain = e.timing.get("rotating_chain_calls", 0) + reflector + e.timing.get("child_chain_calls", 0)
         it_rows.append((e.seconds, max(chain, throughput_calls(recs)) * latency))
     test_bound = max(test.timing["chain_calls"], throughput_calls(scopes.get("test", [])))
+    conf = next((e for e in evs if isinstance(e, ev_types.ConfirmationEvent)), None)
+    conf_wall = conf.timing.get("seconds", 0.0) if conf else 0.0
+    conf_bound = max(conf.timing.get("chain_calls", 0), throughput_calls(scopes.get("confirm", []))) if conf else 0
     seed_wall = max(e.seconds for e in seeds)
     return {"iter": statistics.mean(s for s, _ in it_rows), "iter_bound": statistics.mean(b for _, b in it_rows),
             "seed": seed_wall, "seed_bound": seed_bound * latency,
             "test": test.timing["seconds"], "test_bound": test_bound * latency, "test_n": len(json.loads(
                 (run / "cases" / f"{test.program_id}.test.json").read_text())["cases"]),
-            "children": sum(e.added_child for e in its), "iter_phase": wall - seed_wall - test.timing["seconds"],
+            "confirm": conf_wall, "confirm_bound": conf_bound * latency,
+            "confirm_n": conf.items if conf else 0,
+            "children": sum(e.added_child for e in its),
+            "iter_phase": wall - seed_wall - conf_wall - test.timing["seconds"],
             "events": [(type(e).__name__, getattr(e, "iteration", 0)) for e in evs],
             "child_eval": statistics.mean(e.timing["child_eval_s"] for e in its if "child_eval_s" in e.timing),
             "calls": sum(len(v) for v in scopes.values()), "ledger": json.loads((run / "summary.json").read_text())
@@ -195,6 +203,7 @@ def main() -> int:
     print(row("per iteration, K=1, --rotating fresh", f["iter"], f["iter_bound"], "<= 2.0 s"))
     print(row("seed evaluation, 3 seeds at once", r["seed"], r["seed_bound"], "<= 4 s"))
     print(row(f"final evaluation, {r['test_n']} questions (+ best seed)", r["test"], r["test_bound"], "<= 4 s"))
+    print(row(f"confirmation, top 3 on {r['confirm_n']} more items", r["confirm"], r["confirm_bound"], "(mstar only)"))
     k1, k4 = results["k1"], results["k4"]
     per_hour = lambda m: 3600 * m["children"] / m["iter_phase"]  # noqa: E731
     print()

@@ -27,6 +27,7 @@ class Confirmation:
     scores: dict[str, dict] = field(default_factory=dict)   # program id -> static, confirm, union, n
     confirmed_id: str = ""                             # best on static + confirmation items
     static_id: str = ""                                # best static score (the paper's rule)
+    chain_calls: int = 0                               # the slowest evaluation's dependent calls
 
     def champion(self, rule: str) -> str:
         return self.static_id if rule == "static" or not self.confirmed_id else self.confirmed_id
@@ -59,6 +60,7 @@ def confirm(evo, top: int, size: int, split_seed: int) -> Confirmation:
         futures = [llm_scope.submit(pool, evo.executor.run, EvalJob(e.source, "validation", tuple(items)))
                    for e in chosen]
         results = [f.result() for f in futures]
+    out.chain_calls = max(r.chain_calls for r in results)
     for entry, res in zip(chosen, results):
         static = evo.static_result(entry.program_id)
         s_scores = [c.score for c in static.cases if c.scored] if static else []

@@ -46,7 +46,10 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
             if confirmation is not None:
                 evo._event(events.ConfirmationEvent(
                     items=len(confirmation.items), scores=confirmation.scores, confirmed_id=confirmation.confirmed_id,
-                    static_id=confirmation.static_id, rule=rule, llm=evo.router.spent_in("confirm")))
+                    static_id=confirmation.static_id, rule=rule, llm=evo.router.spent_in("confirm"),
+                    timing={"seconds": round(time.perf_counter() - t_test, 3),
+                            "chain_calls": confirmation.chain_calls}))
+            t_test = time.perf_counter()   # the test's own timing starts here
             if evo.task.test:
                 wanted = _wanted(evo, confirmation, seed)
                 tests = _test_evaluations(evo, wanted)

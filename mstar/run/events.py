@@ -84,6 +84,7 @@ class ConfirmationEvent:
     static_id: str | None = None            # best static score (the paper's rule)
     rule: str = "confirmed"                 # which of the two is the run's champion
     llm: dict = field(default_factory=dict)
+    timing: dict = field(default_factory=dict)   # seconds (the test's are apart), chain_calls
 
 
 @dataclass
