@@ -31,6 +31,7 @@ What moved the score (offline LoCoMo, test F1 of one edit on a program; "val" = 
 | More text in front of the speaker evidence (dates + re-rank, raw turns) | -0.013 .. -0.023 test |
 | 'the person who ...' / newest-first ties / session spread / one query per entity | within +-0.01 |
 | evidence budget, top-20 -> 40 turns | +-0.001; raising the answer cap past 8 words: always no change |
+| List every matching item (list_items, a prompt edit) | +0.001 val and test; 7 of 8 study children no-change (1 list question in the static set) |
 
 The latest measured study table is in docs/study-issue18.md.
 """

@@ -23,7 +23,7 @@ from mstar.config import SandboxConfig
 from mstar.offline import source_edits as se
 from mstar.offline.instruction_mutations import ALWAYS_ON_TEXTS
 from mstar.offline.mutations import CATALOGUE, SIGNALS, TUNING
-from mstar.offline.reflector_model import (Case, OfflineReflectorModel, choice_rng, case_signals, choose_edit,
+from mstar.offline.reflector_model import (Case, OfflineReflectorModel, candidate_pool, choice_rng, case_signals, choose_edit, edit_odds,
                                            parse_lineage, parse_reflection_prompt)
 from mstar.offline.repairs import repair
 from mstar.offline.task_model import is_directive, read_directives
@@ -130,6 +130,7 @@ TARGETS = {
     "answer_cap_down": ("vector_search", ()),
     "answer_cap_up": ("llm_summarizer", ()),
     "relative_dates_on": ("experience_learner", ()),
+    "list_items": ("vector_search", ()),
     "relative_dates_off": ("vector_search", ("relative_dates_on",)),
     "always_on_rewrite": ("llm_summarizer", ()),
     "query_instruction_rewrite": ("vector_search", ()),
@@ -264,11 +265,13 @@ def test_same_prompt_and_seed_give_the_same_reply_and_seeds_differ():
 def test_when_questions_answered_without_dates_favour_date_changes():
     dated = ("Stamp stored chunks", "Store dialogue turns", "Resolve relative dates", "Rewrite ALWAYS_ON",
              "Add a session_date", "Keep raw dialogue turns")
-    with_case = [title_of(OfflineReflectorModel(s).complete(reflection_prompt(SEEDS["vector_search"], 1, [WHEN_CASE])))
-                 for s in range(20)]
-    without = [title_of(OfflineReflectorModel(s).complete(reflection_prompt(SEEDS["vector_search"], 1)))
-               for s in range(20)]
-    assert sum(t.startswith(dated) for t in with_case) > sum(t.startswith(dated) for t in without)
+    # Exact odds, not a count over sampled reflections (a new catalogue entry reshuffles draws).
+    pool, inert = candidate_pool(SEEDS["vector_search"], [])
+    case = Case(WHEN_CASE["question"], WHEN_CASE["expected"], WHEN_CASE["answer"], WHEN_CASE["retrieved"])
+
+    def dated_odds(signals) -> float:
+        return sum(p for m, p in zip(pool, edit_odds(pool, signals, inert)) if m.key.startswith(dated))
+    assert dated_odds(case_signals(case)) > 1.1 * dated_odds(set())
     assert "when_no_date" in case_signals(Case(WHEN_CASE["question"], WHEN_CASE["expected"],
                                                WHEN_CASE["answer"], WHEN_CASE["retrieved"]))
 

@@ -334,3 +334,35 @@ def test_a_change_that_left_an_ancestor_unchanged_is_drawn_less_often():
     moved = parse_lineage("- [ancestor] iter_001: Index turns by speaker: x (score 0.046, \u0394 +0.020)")
     assert inert[0].inert and not moved[0].inert
     assert _odds(source, plain, inert)["speaker_index"] < 0.75 * _odds(source, plain, moved)["speaker_index"]
+
+
+# ---------------------------------------------------------------- listing every matching item
+
+LISTED = Case("What instruments does Melanie play?", "clarinet and violin", "clarinet",
+              "Melanie: I play clarinet.")
+
+
+@pytest.mark.parametrize("kid", ["vs_turns_rerank", "summarizer_turns_ranked", "learner_raw_turns"])
+def test_list_answers_call_for_the_list_instruction(kid):
+    source = child(kid)
+    listed, plain = _odds(source, LISTED), _odds(source, PLAIN)
+    assert "list_answer" in case_signals(LISTED) and "list_answer" not in case_signals(PLAIN)
+    # Exact odds: the instruction edit is the likeliest answer to a list failure, and many
+    # times likelier than without one.
+    assert listed["list_items"] >= 0.5 and listed["list_items"] > 10 * plain["list_items"]
+    assert listed["list_items"] == max(listed.values())
+
+
+def test_the_list_instruction_makes_the_answerer_list_and_survives_later_rewrites():
+    source = SEEDS["vector_search"]
+    with_list = check_edit("list_items", source)
+    response = se.constant_value(with_list, "INSTRUCTION_RESPONSE")
+    memory = "Melanie: I play clarinet in the town band.\nMelanie: I also play violin at church."
+    assert answer(memory, LISTED.question, response) == "clarinet in the town band, violin at church"
+    assert answer(memory, LISTED.question, se.constant_value(source, "INSTRUCTION_RESPONSE")) == \
+        "clarinet in the town band"
+    # A later cap or relative-date rewrite rebuilds the instruction and keeps the list sentence.
+    for later in ("answer_cap_down", "relative_dates_on"):
+        edit = BY_NAME[later].apply(with_list, random.Random(0))
+        assert "list every matching item" in se.constant_value(edit.source, "INSTRUCTION_RESPONSE")
+        assert not BY_NAME["list_items"].applies(edit.source)

@@ -313,6 +313,16 @@ def best_span(units: list[Unit], scores: list[float], info: QuestionInfo, memory
     return units[i].text[start:end]
 
 
+def span_of_unit(unit: Unit, support: float, info: QuestionInfo, lower_vocab: set[str],
+                 speakers: set[str], max_words: int) -> str | None:
+    """The best-scoring span of one unit (the earlier span wins a tie), or None; used by
+    mstar.offline.answer_list to take one item from each of several sentences."""
+    found = max(((score, -start, end) for score, start, end in
+                 _unit_candidates(unit, support, info, lower_vocab, speakers,
+                                  min(max_words, MAX_SPAN))), default=None)
+    return unit.text[-found[1]:found[2]] if found else None
+
+
 def short_answer(units: list[Unit], scores: list[float], question: str, memory: str,
                  cap: int) -> str | None:
     """A short answer of at most `cap` words, or None when the memory offers no span at all.

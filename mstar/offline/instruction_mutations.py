@@ -7,9 +7,10 @@ advice too. ALWAYS_ON_KNOWLEDGE is shown to the answerer inside the retrieved me
 sentence written there must be a recognised directive -- otherwise the offline answerer could
 quote it as an answer (tests check this with task_model.is_directive).
 
-The response instruction is rebuilt from a small state (word cap, relative dates on/off) read
-back from the current text with the task model's own parser, so rewrites compose: a later
-round can shorten the cap again or switch relative dates off.
+The response instruction is rebuilt from a small state (word cap, relative dates on/off, list
+every matching item on/off) read back from the current text with the task model's own parser,
+so rewrites compose: a later round can shorten the cap again or switch relative dates off, and
+the list sentence survives both.
 """
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ RESPONSE_CAP = ("Answer in at most {n} words, taken from the retrieved memory: j
 RESPONSE_WHEN = "Answer when-questions with the session date of the memory line that mentions the event."
 RESPONSE_RELATIVE = ("Convert relative dates such as yesterday or last week into dates counted from "
                      "that session date.")
+# Questions like "What instruments does Melanie play?" want every item, told in several sessions;
+# the offline answerer then joins the matching spans (mstar/offline/answer_list.py).
+RESPONSE_LIST = ("When the question asks for several things, list every matching item from the "
+                 "memory, each in a few words, separated by commas.")
 
 # Every sentence here is a directive (see module docstring).
 ALWAYS_ON_TEXTS = (
@@ -50,19 +55,20 @@ ITEM_TEXTS = (
 )
 
 
-def _response_state(source: str) -> tuple[int, bool] | None:
+def _response_state(source: str) -> tuple[int, bool, bool] | None:
     response = se.constant_value(source, "INSTRUCTION_RESPONSE")
     always = se.constant_value(source, "ALWAYS_ON_KNOWLEDGE")
     if response is None or always is None:
         return None
     # The answerer reads ALWAYS_ON first and the instruction last; the instruction wins.
     both = read_directives(always, response)
-    return both.max_words or SHORT_CAP, read_directives(response).relative_dates
+    # Listing counts from either text: ALWAYS_ON saying it already makes the answerer list.
+    return both.max_words or SHORT_CAP, read_directives(response).relative_dates, both.list_all
 
 
-def _response_text(cap: int, relative: bool) -> str:
+def _response_text(cap: int, relative: bool, listing: bool = False) -> str:
     parts = [RESPONSE_CAP.format(n=cap), RESPONSE_WHEN] + ([RESPONSE_RELATIVE] if relative else [])
-    return " ".join(parts)
+    return " ".join(parts + ([RESPONSE_LIST] if listing else []))
 
 
 def _rewrite(source: str, name: str, value: str, why: str) -> str:
@@ -77,7 +83,7 @@ def _cap_move(up: bool):
         state = _response_state(source)
         if state is None:
             return None
-        cap, relative = state
+        cap, relative, listing = state
         ladder = [n for n in ANSWER_CAP_LADDER if (n > cap if up else n < cap)]
         if not ladder:
             return None
@@ -85,7 +91,7 @@ def _cap_move(up: bool):
         new_cap = ladder[min(rungs, len(ladder)) - 1] if up else ladder[-min(rungs, len(ladder))]
         why = ("answers were cut short of the expected detail" if up
                else "answers ran longer than the expected ones, and extra words cost precision")
-        new = _rewrite(source, "INSTRUCTION_RESPONSE", _response_text(new_cap, relative),
+        new = _rewrite(source, "INSTRUCTION_RESPONSE", _response_text(new_cap, relative, listing),
                        f"word cap {cap} -> {new_cap}; {why}")
         verb = "Lengthen" if up else "Shorten"
         return Edit(new, f"{verb} answers: at most {new_cap} words (was {cap})",
@@ -101,13 +107,25 @@ def _relative(on: bool):
             return None
         why = ("events told as 'yesterday' or 'last week' were answered with the wrong day" if on
                else "converted relative dates did not match the expected answers")
-        new = _rewrite(source, "INSTRUCTION_RESPONSE", _response_text(state[0], on), why)
+        new = _rewrite(source, "INSTRUCTION_RESPONSE", _response_text(state[0], on, state[2]), why)
         title = ("Resolve relative dates against the session date" if on
                  else "Stop converting relative dates")
         return Edit(new, title, f"When-questions: {why}.",
                     "INSTRUCTION_RESPONSE " + ("now asks" if on else "no longer asks")
                     + " to turn relative dates into dates counted from the session date.")
     return apply
+
+
+def _list_items(source: str, rng: random.Random) -> Edit | None:
+    state = _response_state(source)
+    if state is None or state[2]:
+        return None
+    why = "questions that ask for several things got one item, while the expected answer lists them all"
+    new = _rewrite(source, "INSTRUCTION_RESPONSE", _response_text(state[0], state[1], True), why)
+    return Edit(new, "List every matching item: questions ask for several things",
+                f"{why[0].upper()}{why[1:]} (told across several sessions).",
+                "INSTRUCTION_RESPONSE now asks to list every matching item, separated by commas, "
+                "when the question asks for several things.")
 
 
 def _pick_text(name: str, texts: tuple[str, ...], title: str, why: str):
@@ -140,6 +158,7 @@ INSTRUCTION_MUTATIONS: list[Mutation] = [
     _mutation("answer_cap_up", "Lengthen answers", _cap_move(True)),
     _mutation("relative_dates_on", "Resolve relative dates against the session date", _relative(True)),
     _mutation("relative_dates_off", "Stop converting relative dates", _relative(False)),
+    _mutation("list_items", "List every matching item", _list_items),
     _mutation("always_on_rewrite", "Rewrite ALWAYS_ON_KNOWLEDGE",
               _pick_text("ALWAYS_ON_KNOWLEDGE", ALWAYS_ON_TEXTS, "Rewrite ALWAYS_ON_KNOWLEDGE",
                          "a standing rule shown with every retrieval steers answers the instruction alone does not")),

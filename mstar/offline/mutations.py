@@ -72,6 +72,9 @@ TUNING: dict[str, tuple[float, dict[str, float]]] = {
     # cap raised past 8 changes nothing: 4 of 5 such children in the LoCoMo study answered as
     # their parent did. No boost from "terse" (it would make the two-step draw reach for it).
     "answer_cap_up": (0.15, {}),
+    # Offline, the answerer then joins the matching spans of several sentences for questions
+    # asking for several things (mstar/offline/answer_list.py); off, it gives one span.
+    "list_items": (0.3, {"list_answer": 6.0}),
     "relative_dates_on": (0.3, {"when_no_date": 1.5}),
     "relative_dates_off": (0.2, {}),
     "always_on_rewrite": (0.3, {"when_no_date": 1.5}),

@@ -7,15 +7,11 @@ It reads the `<task>` tag and serves:
 - answer — an extractive answer from `<retrieved_memory>` (see `answer`).
 - act — one command of an interactive game (mstar.interactive), see mstar/offline/act_policy.py.
 
-The answerer follows the measurements in /work/shared/notes/offline-agent.md: pick the memory
-sentence sharing most of the question's content words (rarer words break ties), answer
-when-questions ("when ...", "... when ...", "what/which year/date/month") with a date — an
-explicit date written in that sentence ("in 2019", "March 2024") if there is one, else its
-session date (the nearest date marker above it; the year or "Month YYYY" when the question asks
-for a year or month) — and otherwise return a contiguous span of the best sentences chosen by
-the question's answer type ("Lucía" for "who ...", "thirty-four years" for "how many ...",
-"lemon drizzle cake" for "what cake ..."; see mstar.offline.answer_span). Memory that is empty
-or says "No information stored." gets "unknown". Deterministic: same prompt, same reply.
+The answerer (measured in /work/shared/notes/offline-agent.md) picks the memory sentence sharing
+most of the question's content words (rarer words break ties); a when-question gets a date (one
+written there, "in 2019", else its session date: the year or "Month YYYY" when asked for), any
+other question a span chosen by its answer type (mstar.offline.answer_span). Empty memory or
+"No information stored." gets "unknown". Deterministic: same prompt, same reply.
 
 Directives. So that edits to INSTRUCTION_RESPONSE / ALWAYS_ON_KNOWLEDGE change offline scores,
 the answerer obeys a small set of recognisable directives, read one sentence at a time from the
@@ -41,7 +37,8 @@ negation ("do not", "don't", "never", "avoid", "without") switches the behaviour
   - long form, OFF by default, also ON for long questions (> 30 words, e.g. rubric tasks):
     "detailed / thorough / comprehensive / in depth / step by step" -> join the (up to) three
     best matching sentences, capped at 80 words unless a word cap says otherwise.
-A memory sentence that states a cap, relative-date, abstain or date-rule directive is never
+  - list, OFF: "list every (matching) item" -> several spans for "what activities ..." questions.
+A memory sentence that states a cap, relative-date, abstain, date-rule or list directive is never
 offered as an answer (`is_directive`), so ALWAYS_ON_KNOWLEDGE text is not quoted back.
 """
 from __future__ import annotations
@@ -51,6 +48,7 @@ import re
 from dataclasses import dataclass
 
 from mstar.program import field_types
+from mstar.offline.answer_list import LIST_DIRECTIVE_RE, asks_for_several, list_answer
 from mstar.offline.answer_span import short_answer, unit_scores
 from mstar.offline.text import (EXPLICIT_DATE_RE, MONTHS, NUMBER_WORDS, QUESTION_WORDS, Unit,
                                 capitalised_names, extract_tag, is_content, marker_date,
@@ -93,6 +91,7 @@ class Directives:
     abstain: bool = False
     full_sentence: bool = False
     long_form: bool = False
+    list_all: bool = False
 
 
 def _switch(sentence: str, pattern: re.Pattern) -> bool | None:
@@ -125,7 +124,7 @@ def _cap(sentence: str) -> int | None:
 # Matched against lower-cased text: a case-insensitive alternation is ~10x slower in `re`.
 _ANY_DIRECTIVE_RE = re.compile(r"word|relative|convert|resolve|translate|compute|calculate|"
                                r"unknown|know|mention|sentence|detail|thorough|comprehensive|"
-                               r"depth|elaborate|step|date|timestamp")
+                               r"depth|elaborate|step|date|timestamp|list")
 
 
 def read_directives(*texts: str) -> Directives:
@@ -141,7 +140,8 @@ def read_directives(*texts: str) -> Directives:
                     found["max_words"] = cap
                 for key, pattern in (("date_rule", _DATE_RULE_RE),
                                      ("relative_dates", _RELATIVE_RE), ("abstain", _ABSTAIN_RE),
-                                     ("full_sentence", _FULL_RE), ("long_form", _LONG_RE)):
+                                     ("full_sentence", _FULL_RE), ("long_form", _LONG_RE),
+                                     ("list_all", LIST_DIRECTIVE_RE)):
                     on = _switch(sentence, pattern)
                     if on is not None:
                         found[key] = on
@@ -153,7 +153,7 @@ def is_directive(sentence: str) -> bool:
     if not _ANY_DIRECTIVE_RE.search(sentence.lower()):
         return False
     return _cap(sentence) is not None or any(
-        p.search(sentence) for p in (_RELATIVE_RE, _ABSTAIN_RE, _DATE_RULE_RE))
+        p.search(sentence) for p in (_RELATIVE_RE, _ABSTAIN_RE, _DATE_RULE_RE, LIST_DIRECTIVE_RE))
 
 
 # ---------------------------------------------------------------- dates
@@ -215,7 +215,9 @@ def answer(memory: str, question: str, instruction: str) -> str:
     if d.full_sentence:
         return _cut(unit.text, d.max_words or SENTENCE_CAP)
     cap = d.max_words or SHORT_CAP
-    return short_answer(units, scores, question, memory, cap) or _cut(unit.text, cap)
+    one = short_answer(units, scores, question, memory, cap) or _cut(unit.text, cap)
+    listed = d.list_all and asks_for_several(question) and list_answer(units, scores, question, memory, cap, one)
+    return listed or one
 
 
 # ---------------------------------------------------------------- structured outputs
