@@ -319,8 +319,8 @@ def compare(task: Task, programs: Sequence[str], *, router: LLMRouter, sandbox: 
     # A corrupt game is one for every program (paper Appendix K): out of the columns' n, said once.
     corrupt = sorted({qid for row in rows for qid in row.corrupt})
     if corrupt:
-        notes.append(f"{len(corrupt)} corrupt games (no admissible command at reset) left out of every "
-                     f"row: {', '.join(corrupt)}")
+        notes.append(f"{len(corrupt)} corrupt game{'s' if len(corrupt) > 1 else ''} (no admissible command at "
+                     f"reset) left out of every row: {', '.join(corrupt)}")
     return ComparisonTable(task=task.name, split=split, metric=task.metric_name, n=len(queries) - len(corrupt),
                            categories=category_columns(queries, corrupt), rows=rows, notes=notes,
                            program_embeddings=program_embeddings_label(chosen), prompts=current_prompts(),

@@ -31,6 +31,16 @@ def test_category_columns_put_known_categories_first_with_counts():
     assert category_columns(qs) == [("single-hop", 1), ("multi-hop", 1), ("temporal", 2), ("none", 1), ("zeta", 1)]
 
 
+def test_alfworld_task_types_get_the_papers_order_and_names_and_corrupt_games_leave_the_n():
+    from mstar.comparison import category_label
+    qs = [QueryItem(str(i), "g", "", c) for i, c in enumerate(
+        ["pick_two_obj_and_place", "pick_heat_then_place_in_recep", "pick_and_place_simple",
+         "look_at_obj_in_light", "look_at_obj_in_light"])]
+    assert category_columns(qs, left_out=["3"]) == [("pick_and_place_simple", 1), ("look_at_obj_in_light", 1),
+                                                     ("pick_heat_then_place_in_recep", 1), ("pick_two_obj_and_place", 1)]
+    assert [category_label(c) for c, _ in category_columns(qs)] == ["Simple", "Light", "Heat", "2-Obj"]
+
+
 def test_markdown_bolds_the_best_per_column_groups_rows_and_notes_failures():
     table = ComparisonTable(task="t", split="test", metric="token_f1", n=4,
                             categories=[("single-hop", 2), ("temporal", 2)], rows=[
