@@ -89,8 +89,9 @@ class ProgressPrinter:
         elif isinstance(ev, ev_types.IterationEvent):
             it = ev.iteration
             if ev.added_child:
+                mark = _evidence_mark(ev)
                 outcome = (f"child {ev.program_id} static {ev.static_score:.3f} ({ev.delta:+.3f})"
-                           f"{_errors(ev.case_errors)}")
+                           f"{mark}{_errors(ev.case_errors)}")
             else:
                 last = ev.attempts[-1] if ev.attempts else {}
                 outcome = f"{ev.status}: {' '.join(str(last.get('error', '')).split())}"[:58]
@@ -99,6 +100,10 @@ class ProgressPrinter:
                       f"best {ev.best_static_score:.3f}  spend {self.spend_text()}  "
                       f"eta {format_duration(eta) if eta is not None else '?'}")
             self._say(f"          {ev.title[:100]}")
+        elif isinstance(ev, ev_types.ConfirmationEvent) and ev.scores:
+            ranked = ", ".join(f"{pid} {sc['union']:.3f}" for pid, sc in ev.scores.items())
+            self._say(f"check top {len(ev.scores)} on {ev.items} more validation items (static + these): {ranked}; "
+                      f"champion {ev.confirmed_id if ev.rule == 'confirmed' else ev.static_id} (--pick {ev.rule})")
         elif isinstance(ev, ev_types.TestEvent):
             score = f"{ev.test_score:.3f}" if ev.test_score is not None else "-"
             self._say(f"test  {ev.program_id:<{self.id_w}} score {score}{_errors(ev.case_errors)}  spend {self.spend_text()}")
@@ -110,3 +115,13 @@ class ProgressPrinter:
             self.before_line()
         # Titles and error messages were written by the reflector or a program: escapes made visible.
         print(terminal_safe(text, newlines=False), file=self.out, flush=True)
+
+
+def _evidence_mark(ev) -> str:
+    """What the paired comparison with the parent says, in a word (mstar lineage has the interval)."""
+    if ev.no_change:
+        return " same answers"
+    e = ev.evidence or {}
+    if e.get("significant"):
+        return " GAIN" if e.get("mean", 0) > 0 else " LOSS"
+    return ""
