@@ -2,7 +2,8 @@
 
 Fresh knowledge base in its own sandbox worker -> ingest the training episodes (the agent
 extracts a KnowledgeItem, the program writes it) -> answer each query (the agent formulates a
-Query, the program reads, the agent answers) -> score.
+Query, the program reads, the agent answers) -> score. An interactive query (a game,
+meta["interactive"]) is played after its read instead of answered: mstar/evaluation/playing.py.
 
 With a real model the time goes to waiting, so as much as possible waits at once:
   - every extraction and every query formulation is asked at the start (they need only the
