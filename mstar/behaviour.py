@@ -46,7 +46,7 @@ def same_answers(child_cases: list, parent_cases: list) -> bool:
         out = {}
         for c in cases:
             get = c.get if isinstance(c, dict) else (lambda k, c=c: getattr(c, k, None))
-            if get("llm_error") is None:
+            if get("llm_error") is None and not get("corrupt"):
                 out[get("query_id")] = get("answer")
         return out
     a, b = answers(child_cases), answers(parent_cases)

@@ -51,12 +51,12 @@ def paired_bootstrap(a, b, *, resamples: int = 10_000, confidence: float = 0.95,
 
 def paired_scores(cases_a: list, cases_b: list) -> tuple[list[float], list[float]]:
     """Scores of the items both evaluations scored (matched by query id; cases whose LLM calls
-    failed are left out), in the order of `cases_a`."""
+    failed and corrupt games are left out), in the order of `cases_a`."""
     def scored(cases):
         out = {}
         for c in cases:
             get = c.get if isinstance(c, dict) else (lambda k, c=c: getattr(c, k, None))
-            if get("llm_error") is None:
+            if get("llm_error") is None and not get("corrupt"):   # corrupt games are not scored
                 out[get("query_id")] = float(get("score"))
         return out
     sa, sb = scored(cases_a), scored(cases_b)

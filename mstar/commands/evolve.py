@@ -22,7 +22,8 @@ def register(sub) -> None:
 
 def add_evolve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="sample",
-                   help="sample, locomo, healthbench, prbench, formula, finer, jsonl, json, or a .json/.toml "
+                   help="sample, locomo, healthbench, prbench, formula, finer, alfworld, alfworld-synth, jsonl, "
+                        "json, or a .json/.toml "
                         "task file (see docs/tasks.md)")
     p.add_argument("--data", default=None, help="data file or folder for the task, when it needs one")
     add_task_options(p, split_alias=True)
