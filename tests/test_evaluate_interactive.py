@@ -89,3 +89,17 @@ def test_corrupt_games_and_failed_agents_are_counted_not_scored(result):
 def test_an_error_no_retry_can_fix_stops_the_evaluation():
     with pytest.raises(FatalLLMError, match="scripted endpoint"):
         run(ScriptedAgent(fatal=True))
+
+
+def test_show_marks_a_corrupt_game_as_not_scored(result):
+    from mstar.commands.show import render_detail
+
+    d = {"program_id": "p", "source_name": "p", "static_score": result.mean_score, "delta": None,
+         "parent_id": None, "status": "seed", "best": False, "diff": "", "source": "", "per_category": {},
+         "attempts": [], "body": "", "event": "seed",
+         "cases": {"static": result.to_dict()}}
+    lines = render_detail(d, with_source=False)
+    head = next(line for line in lines if line.startswith("-- static cases"))
+    assert "1 corrupt game(s) not scored" in head
+    marks = [line.split()[0] for line in lines[lines.index(head) + 1::2]]
+    assert marks.count("n/a") == 1 and marks.count("err") == 1 and "1.00" in marks

@@ -78,13 +78,15 @@ def render_detail(d: dict, with_source: bool = True) -> list[str]:
     for split, data in d["cases"].items():
         cases = data.get("cases", [])
         unscored = sum(1 for c in cases if c.get("llm_error"))
-        apart = f"; {unscored} not scored: LLM call failed" if unscored else ""
+        corrupt = sum(1 for c in cases if c.get("corrupt"))
+        apart = (f"; {unscored} not scored: LLM call failed" if unscored else "") + \
+            (f"; {corrupt} corrupt game(s) not scored" if corrupt else "")
         out += ["", f"-- {split} cases ({len(cases)}, mean {data.get('mean_score') or 0:.3f} over the scored{apart})"]
         for c in cases:
             err = f"  [error: {_one_line(c['error'], 60)}]" if c.get("error") else ""
             if c.get("llm_error"):  # not a wrong answer: the case was never scored
                 err += f"  [LLM error, not scored: {_one_line(c['llm_error'], 80)}]"
-            score = " err" if c.get("llm_error") else f"{c['score']:.2f}"
+            score = " err" if c.get("llm_error") else " n/a" if c.get("corrupt") else f"{c['score']:.2f}"
             out.append(f"  {score}  {c.get('category') or '-':<12} {_one_line(c['question'], 60)}")
             out.append(f"        answer: {_one_line(c['answer'], 60)} | expected: {_one_line(c['expected'], 40)}{err}")
     if with_source:
