@@ -51,6 +51,27 @@ def test_a_kept_knowledge_base_is_read_again_without_a_new_ingestion():
     assert second.writes == first.writes                                           # shown to the reflector
 
 
+def test_a_kept_knowledge_bases_toolkit_calls_are_charged_to_the_evaluation_that_reads_it():
+    from mstar.llm import scope as llm_scope
+
+    task = load_task("sample", size=0.3)
+    router = LLMRouter.from_config(LLMConfig())
+    sessions = SessionCache(keep=2)
+    source = load_program_source("llm_summarizer")[1]      # its read() makes one toolkit call
+    kw = dict(metric=task.score, router=router, sandbox=SandboxConfig(), sessions=sessions)
+    try:
+        with llm_scope.scoped("iter_001"):
+            evaluate(source, list(task.episodes), task.validation[:4], **kw)
+        with llm_scope.scoped("confirm"):
+            again = evaluate(source, list(task.episodes), task.validation[4:8], **kw)
+    finally:
+        sessions.close()
+    assert again.reused_kb
+    toolkit_calls = sum(c.toolkit_calls for c in again.cases)
+    assert toolkit_calls == 4
+    assert router.spent_in("confirm")["calls"] == toolkit_calls + 2 * 4   # + formulate, answer per case
+
+
 def test_keeping_knowledge_bases_changes_no_decision(tmp_path):
     kept, fresh = tmp_path / "kept", tmp_path / "fresh"
     assert main(["evolve", *FAST, "--iterations", "4", "--out", str(kept), "--quiet"]) == 0

@@ -180,7 +180,7 @@ def evaluate(
         else:
             toolkit = _Toolkit(calls)
             session = ProgramSession(source, allowed_imports=sandbox.allowed_imports,
-                                     limits=sandbox_limits(sandbox), llm=llm_scope.bind(toolkit),
+                                     limits=sandbox_limits(sandbox), llm=llm_scope.bind_fallback(toolkit),
                                      embed=embed, embed_label=getattr(embed, "label", "engine"))
             program = _Program(session, toolkit, calls)
             # Known from an earlier load (the gates, or an evaluation): the prompts are asked now

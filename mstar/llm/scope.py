@@ -43,3 +43,17 @@ def bind(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn` bound to the caller's context, for pool.map and callbacks."""
     ctx = contextvars.copy_context()
     return lambda *a, **k: ctx.copy().run(fn, *a, **k)
+
+
+def bind_fallback(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` run in the calling thread's scope when it has one, else in the caller's of `bind_fallback`.
+    For a kept knowledge base's toolkit: the sandbox serves a read's LLM requests in the thread
+    that waits on that read, so a later evaluation (a parent's rotating batch, the confirmation)
+    is charged for the calls it causes, not the evaluation that first built the knowledge base."""
+    ctx = contextvars.copy_context()
+
+    def run(*a: Any, **k: Any) -> Any:
+        if _scope.get() is not None:
+            return fn(*a, **k)
+        return ctx.copy().run(fn, *a, **k)
+    return run
