@@ -34,7 +34,6 @@ import io
 import json
 import math
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +45,9 @@ sys.path.insert(0, str(ROOT))
 from mstar.cli import main as mstar_main  # noqa: E402
 from mstar.config import ROLES  # noqa: E402
 from mstar.run import events as ev_types  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_llm  # noqa: E402  (its fake_server: one way to start the server for every bench)
 
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 IN_FLIGHT = 64
@@ -69,18 +71,9 @@ def build_task(folder: Path) -> Path:
     return path
 
 
-@contextlib.contextmanager
 def fake_server(latency: float):
-    proc = subprocess.Popen([sys.executable, "-m", "mstar.testing.fake_server", "--latency", str(latency), "--memo"],
-                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http"):
-            raise SystemExit(f"the fake server did not start (said {url!r})")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    """The fake server in its own process, replies memoised (bench_llm.py starts it)."""
+    return bench_llm.fake_server(latency, memo=True)
 
 
 def config_file(folder: Path, url: str, cache: str) -> Path:

@@ -18,7 +18,8 @@ feedback reveals -- done by rule, deterministically:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from mstar.offline.cases import EMPTY_RE as _EMPTY_RE, WHEN_RE as _WHEN_RE, Case
 
 OPENING = "I provided an assistant with the following instructions"
 REQUEST = "write a new instruction for the assistant"
@@ -33,26 +34,15 @@ RULES = {  # failure signal -> the rule it adds (our own wording)
 }
 
 
-_WHEN = re.compile(r"^\s*when\b| when |\b(?:what|which) (?:year|date|month)\b", re.I)
 _DATE = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b(?:19|20)\d\d\b", re.I)
-_EMPTY = re.compile(r"^\W*(?:unknown|none|n/?a|no (?:relevant )?information[\w ]*|not mentioned|i don'?t know)?\W*$",
-                    re.I)
-
-
-@dataclass
-class Case:
-    question: str
-    expected: str
-    answer: str
-    retrieved: str
 
 
 def case_signals(case: Case) -> set[str]:
     signals = set()
     answer, expected = case.answer.strip(), case.expected.strip()
-    if _WHEN.search(case.question) and not _DATE.search(answer):
+    if _WHEN_RE.search(case.question) and not _DATE.search(answer):
         signals.add("when_no_date")
-    if _EMPTY.match(answer):
+    if _EMPTY_RE.match(answer):
         signals.add("no_answer")
     n_answer, n_expected = len(answer.split()), len(expected.split())
     if n_answer > n_expected + 3:

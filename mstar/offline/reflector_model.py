@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mstar.offline import source_edits as se
+from mstar.offline.cases import EMPTY_RE as _EMPTY_RE, WHEN_RE as _WHEN_RE, Case  # noqa: F401 (Case: re-exported)
 from mstar.offline.mutation_types import Edit, Mutation
 from mstar.offline.instruction_mutations import INSTRUCTION_MUTATIONS
 from mstar.offline.mutations import CATALOGUE, TUNING
@@ -33,7 +34,6 @@ from mstar.offline.repairs import repair
 from mstar.offline.text import content_set, extract_tag
 from mstar.patch import make_patch
 
-_WHEN_RE = re.compile(r"^\s*when\b| when |\b(?:what|which) (?:year|date|month)\b", re.I)
 # An absolute date in an answer ("last week" is not one: it scores nothing against "7 May 2023").
 _DATE_RE = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b(?:19|20)\d\d\b"
                       r"|\b\d{1,2}/\d{1,2}\b", re.I)
@@ -43,16 +43,6 @@ _NOW_RE = re.compile(r"\b(?:now|currently|current|these days|latest|most recent(
 _NAME_RE = re.compile(r"(?<=\s)[A-Z][a-z]+")
 # "[shares a photo of a pie]": a description of an image inside a dialogue turn.
 _CAPTION_RE = re.compile(r"\[(?:shares|shared|sends|sent|posts|posted)\b[^\]\n]*\]", re.I)
-_EMPTY_RE = re.compile(r"^\W*(?:unknown|none|n/?a|no (?:relevant )?information[\w ]*|not mentioned|"
-                       r"i don'?t know)?\W*$", re.I)
-
-
-@dataclass
-class Case:
-    question: str
-    expected: str
-    answer: str
-    retrieved: str
 
 
 @dataclass

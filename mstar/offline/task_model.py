@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 from mstar.program import field_types
 from mstar.offline.answer_list import LIST_DIRECTIVE_RE, asks_for_several, list_answer
+from mstar.offline.cases import WHEN_RE as _WHEN_RE
 from mstar.offline.answer_span import short_answer, unit_scores
 from mstar.offline.text import (EXPLICIT_DATE_RE, MONTHS, NUMBER_WORDS, QUESTION_WORDS, Unit,
                                 capitalised_names, extract_tag, is_content, marker_date,
@@ -80,7 +81,6 @@ _ABSTAIN_RE = re.compile(r"\b(?:say|answer|reply|respond|return|output|write)\b[
 _FULL_RE = re.compile(r"\b(?:full|complete|whole)\s+sentences?\b", re.I)
 _LONG_RE = re.compile(r"\b(?:detailed|thorough|comprehensive|in[- ]depth|elaborate|"
                       r"step[- ]by[- ]step)\b", re.I)
-_WHEN_RE = re.compile(r"^\s*when\b| when |\b(?:what|which) (?:year|date|month)\b", re.I)
 
 
 @dataclass(frozen=True)
