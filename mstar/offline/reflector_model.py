@@ -29,7 +29,7 @@ from mstar.offline import source_edits as se
 from mstar.offline.cases import EMPTY_RE as _EMPTY_RE, WHEN_RE as _WHEN_RE, Case  # noqa: F401 (Case: re-exported)
 from mstar.offline.mutation_types import Edit, Mutation
 from mstar.offline.instruction_mutations import INSTRUCTION_MUTATIONS
-from mstar.offline.mutations import CATALOGUE, TUNING
+from mstar.offline.mutations import CATALOGUE, SALIENCE, TUNING
 from mstar.offline.repairs import repair
 from mstar.offline.text import content_set, extract_tag
 from mstar.patch import make_patch
@@ -43,6 +43,13 @@ _NOW_RE = re.compile(r"\b(?:now|currently|current|these days|latest|most recent(
 _NAME_RE = re.compile(r"(?<=\s)[A-Z][a-z]+")
 # "[shares a photo of a pie]": a description of an image inside a dialogue turn.
 _CAPTION_RE = re.compile(r"\[(?:shares|shared|sends|sent|posts|posted)\b[^\]\n]*\]", re.I)
+# A time told relative to the day it was said ("last year", "yesterday", "two weeks ago"): the
+# line's own date is then not the event's date.
+_RELATIVE_TIME_RE = re.compile(r"\b(?:yesterday|last (?:night|week(?:end)?|month|year|[a-z]+day)"
+                               r"|next (?:week(?:end)?|month|year)|(?:\w+|a few|a couple of) "
+                               r"(?:days?|weeks?|months?|years?) ago)\b", re.I)
+# Retrieved text holding this many captions is cluttered with them, whatever the answer quoted.
+CAPTION_CLUTTER = 2
 
 
 @dataclass
@@ -128,6 +135,12 @@ def case_signals(case: Case) -> set[str]:
     if said and any(said <= content_set(c) for c in _CAPTION_RE.findall(retrieved)) \
             and not said <= content_set(_CAPTION_RE.sub("", retrieved)):
         signals.add("caption_answer")     # the words are only in a caption: it was quoted
+    if len(_CAPTION_RE.findall(retrieved)) >= CAPTION_CLUTTER:
+        signals.add("caption_clutter")    # photo descriptions crowd what people said
+    if _WHEN_RE.search(case.question) and not _RELATIVE_TIME_RE.search(answer) and any(
+            _RELATIVE_TIME_RE.search(line) and len(content_set(line) & content_set(case.question)) >= 2
+            for line in retrieved.splitlines()):
+        signals.add("relative_when")      # the evidence dates the event from the day it was told
     items = re.sub(r",\s*(?:19|20)\d\d\b", "", expected)   # "2 April, 2024" is one date, not a list
     if "," in items or (" and " in items and len(items.split()) <= 8):
         signals.add("list_answer")
@@ -170,17 +183,19 @@ def targets(m: Mutation, signal: str) -> bool:
 
 
 def _count(signals: Iterable[str] | Mapping[str, int], s: str) -> float:
-    return float(signals.get(s, 1)) if isinstance(signals, Mapping) else 1.0
+    """How strongly the cases call for fixing `s`: the cases that show it x its SALIENCE."""
+    n = float(signals.get(s, 1)) if isinstance(signals, Mapping) else 1.0
+    return n * SALIENCE.get(s, 1.0)
 
 
 def edit_odds(pool: list[Mutation], signals: Iterable[str] | Mapping[str, int],
               inert: frozenset[str] = frozenset()) -> list[float]:
     """The probability of each mutation in `pool` being drawn, in two steps as a reflector
     reasons: with probability TARGETED_SHARE pick the failure to fix (a signal some mutation in
-    the pool targets, weighted by the number of cases that show it), then an edit meant for it
-    (by weight x boosts); otherwise -- or when no edit targets any signal -- any edit by weight.
-    The odds of a mutation whose key is in `inert` are then cut to INERT_FACTOR times theirs
-    (against the others, renormalised): whichever step would have chosen it."""
+    the pool targets, weighted by the number of cases that show it x its SALIENCE), then an edit
+    meant for it (by weight x boosts); otherwise -- or when no edit targets any signal -- any
+    edit by weight. The odds of a mutation whose key is in `inert` are then cut to INERT_FACTOR
+    times theirs (against the others, renormalised): whichever step would have chosen it."""
     weights = [mutation_weight(m, signals) for m in pool]
     total = math.fsum(weights)
     if total <= 0:
