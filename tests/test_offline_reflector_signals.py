@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mstar.offline import reflector_model
+from mstar.offline import reflector_model, signals
 from mstar.offline import source_edits as se
 from mstar.offline.mutations import CATALOGUE, SALIENCE, SIGNALS, TUNING
 from mstar.offline.reflector_model import Case, candidate_pool, case_signals, edit_odds
@@ -83,7 +83,7 @@ def test_caption_clutter_fires_on_several_captions_and_calls_for_dropping_them()
     assert "caption_clutter" not in case_signals(one)
     assert "caption_clutter" not in case_signals(ABSOLUTE)
     clean = Case(CLUTTERED.question, CLUTTERED.expected, CLUTTERED.answer,
-                 reflector_model._CAPTION_RE.sub("", CLUTTERED.retrieved))
+                 signals._CAPTION_RE.sub("", CLUTTERED.retrieved))
     assert not {"caption_clutter", "caption_answer"} & case_signals(clean)
     source = with_speaker_index(SUMMARIZER)
     cluttered, plain = odds(source, CLUTTERED), odds(source, clean)
@@ -101,3 +101,18 @@ def test_a_relative_date_failure_argues_against_switching_relative_dates_off():
     # converting relative dates (it would toggle them off and on again down a lineage).
     on = BY_NAME["relative_dates_on"].apply(with_speaker_index(SUMMARIZER), random.Random(0)).source
     assert odds(on, RELATIVE)["relative_dates_off"] < 0.2 * odds(on, ABSOLUTE)["relative_dates_off"]
+
+
+def test_a_change_an_ancestor_made_is_not_made_again_from_the_same_state():
+    # On, off, and the cases call for "on" again: that would rebuild the grandparent.
+    on = BY_NAME["relative_dates_on"].apply(SUMMARIZER, random.Random(0))
+    off = BY_NAME["relative_dates_off"].apply(on.source, random.Random(0))
+    lineage = reflector_model.parse_lineage(f"- [ancestor] iter_001: {on.title} (score 0.1, \u0394 +0.001)\n"
+                                            f"- [current] iter_002: {off.title} (score 0.1, \u0394 +0.000)")
+    few = [BY_NAME["relative_dates_on"], BY_NAME["answer_cap_down"]]
+    drawn = {reflector_model.choose_edit(off.source, random.Random(s), case_signals(RELATIVE), lineage, few)[0].name
+             for s in range(20)}
+    assert drawn == {"answer_cap_down"}
+    fresh = {reflector_model.choose_edit(off.source, random.Random(s), case_signals(RELATIVE), [], few)[0].name
+             for s in range(20)}
+    assert "relative_dates_on" in fresh

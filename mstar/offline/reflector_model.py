@@ -3,10 +3,10 @@
 Prompt in, reply out, in the same formats a real model sees and writes (mstar/reflect.py):
 
 - a reflection prompt -> read the current program, its underperforming cases and its lineage;
-  turn the cases into failure signals (`case_signals`); choose ONE mutation from the catalogue
-  (mstar/offline/mutations.py): first a failure to fix, then an edit meant for it, by weight x
-  signal boosts (`edit_odds`), skipping changes the lineage marks as
-  regressions or already tried on this parent; reply with a commit message and a V4A patch made
+  turn the cases into failure signals (mstar/offline/signals.py); choose ONE mutation from the
+  catalogue (mstar/offline/mutations.py): first a failure to fix, then an edit meant for it, by
+  weight x signal boosts (`edit_odds`), skipping changes the lineage marks as regressions or
+  already tried on this parent; reply with a commit message and a V4A patch made
   by mstar.patch.apply.make_patch.
 - a compile-fix prompt -> try the repair rules (mstar/offline/repairs.py); when none applies,
   say so without a patch, and the engine records a failed attempt. When the error is about the
@@ -26,30 +26,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mstar.offline import source_edits as se
-from mstar.offline.cases import EMPTY_RE as _EMPTY_RE, WHEN_RE as _WHEN_RE, Case  # noqa: F401 (Case: re-exported)
+from mstar.offline.cases import Case  # noqa: F401 (re-exported)
 from mstar.offline.mutation_types import Edit, Mutation
 from mstar.offline.instruction_mutations import INSTRUCTION_MUTATIONS
-from mstar.offline.mutations import CATALOGUE, SALIENCE, TUNING
+from mstar.offline.mutations import CATALOGUE, TUNING
 from mstar.offline.repairs import repair
-from mstar.offline.text import content_set, extract_tag
+from mstar.offline.signals import SALIENCE, case_signals
+from mstar.offline.text import extract_tag
 from mstar.patch import make_patch
-
-# An absolute date in an answer ("last week" is not one: it scores nothing against "7 May 2023").
-_DATE_RE = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b(?:19|20)\d\d\b"
-                      r"|\b\d{1,2}/\d{1,2}\b", re.I)
-_BRIDGE_RE = re.compile(r"\b(?:person|one|friend|someone|somebody|people) (?:who|that|whose)\b", re.I)
-_NOW_RE = re.compile(r"\b(?:now|currently|current|these days|latest|most recent(?:ly)?|still)\b", re.I)
-# A capitalised word after the first one: a name ("What did Caroline paint?").
-_NAME_RE = re.compile(r"(?<=\s)[A-Z][a-z]+")
-# "[shares a photo of a pie]": a description of an image inside a dialogue turn.
-_CAPTION_RE = re.compile(r"\[(?:shares|shared|sends|sent|posts|posted)\b[^\]\n]*\]", re.I)
-# A time told relative to the day it was said ("last year", "yesterday", "two weeks ago"): the
-# line's own date is then not the event's date.
-_RELATIVE_TIME_RE = re.compile(r"\b(?:yesterday|last (?:night|week(?:end)?|month|year|[a-z]+day)"
-                               r"|next (?:week(?:end)?|month|year)|(?:\w+|a few|a couple of) "
-                               r"(?:days?|weeks?|months?|years?) ago)\b", re.I)
-# Retrieved text holding this many captions is cluttered with them, whatever the answer quoted.
-CAPTION_CLUTTER = 2
 
 
 @dataclass
@@ -108,48 +92,6 @@ def parse_reflection_prompt(prompt: str) -> ReflectionView:
     return ReflectionView(_fenced(m.group(2)), int(m.group(1) or 0), score, cases,
                           parse_lineage(extract_tag(prompt, "lineage")) + parse_lineage(extract_tag(prompt, "already_tried")),
                           extract_tag(prompt, "attempt_error"))
-
-
-def case_signals(case: Case) -> set[str]:
-    """The failure signals (mutations.SIGNALS) one underperforming case shows."""
-    signals = set()
-    answer, expected, retrieved = case.answer.strip(), case.expected.strip(), case.retrieved
-    if _WHEN_RE.search(case.question) and not _DATE_RE.search(answer):
-        signals.add("when_no_date")
-    if _EMPTY_RE.match(answer) or re.match(r"^\W*no (?:relevant )?information", retrieved.strip(), re.I) \
-            or not retrieved.strip():
-        signals.add("no_answer")
-    want = content_set(expected)
-    if want and len(want & content_set(retrieved)) < 0.5 * len(want):
-        signals.add("not_retrieved")
-    if len(retrieved) >= 2400 or "more characters cut]" in retrieved:
-        signals.add("long_retrieved")
-    if _BRIDGE_RE.search(case.question):
-        signals.add("bridge")
-    elif _NAME_RE.search(case.question) and ("not_retrieved" in signals or "no_answer" in signals
-                                             or not content_set(answer) & want):
-        signals.add("names_person")
-    if _NOW_RE.search(case.question):
-        signals.add("now_question")
-    said = content_set(answer)
-    if said and any(said <= content_set(c) for c in _CAPTION_RE.findall(retrieved)) \
-            and not said <= content_set(_CAPTION_RE.sub("", retrieved)):
-        signals.add("caption_answer")     # the words are only in a caption: it was quoted
-    if len(_CAPTION_RE.findall(retrieved)) >= CAPTION_CLUTTER:
-        signals.add("caption_clutter")    # photo descriptions crowd what people said
-    if _WHEN_RE.search(case.question) and not _RELATIVE_TIME_RE.search(answer) and any(
-            _RELATIVE_TIME_RE.search(line) and len(content_set(line) & content_set(case.question)) >= 2
-            for line in retrieved.splitlines()):
-        signals.add("relative_when")      # the evidence dates the event from the day it was told
-    items = re.sub(r",\s*(?:19|20)\d\d\b", "", expected)   # "2 April, 2024" is one date, not a list
-    if "," in items or (" and " in items and len(items.split()) <= 8):
-        signals.add("list_answer")
-    n_answer, n_expected = len(answer.split()), len(expected.split())
-    if n_answer > n_expected + 3:
-        signals.add("verbose")
-    elif n_answer + 2 < n_expected and "not_retrieved" not in signals:
-        signals.add("terse")
-    return signals
 
 
 def title_key(title: str) -> str:
@@ -242,12 +184,15 @@ def choose_edit(source: str, rng: random.Random, signals: Iterable[str] | Mappin
                 lineage: list[LineageEntry], catalogue: list[Mutation] = CATALOGUE) -> tuple[Mutation, Edit] | None:
     """One draw from `candidate_pool` with the odds of `edit_odds`; `signals` is a set, or a
     mapping signal -> number of cases that show it. A mutation that fails to apply after all
-    leaves the pool and the draw is repeated."""
+    leaves the pool and the draw is repeated; so does one whose title an ancestor already carries
+    (the same change from the same state: the lineage undid it since, and would go round in a
+    circle -- relative dates on, off, on)."""
+    made = {e.title for e in lineage if e.kind in ("ancestor", "current")}
     pool, inert = candidate_pool(source, lineage, catalogue)
     while pool:
         m = rng.choices(pool, weights=edit_odds(pool, signals, inert))[0]
         edit = m.apply(source, rng)
-        if edit is not None and edit.source != source and se.parses(edit.source):
+        if edit is not None and edit.source != source and se.parses(edit.source) and edit.title not in made:
             return m, edit
         pool.remove(m)
     return None
