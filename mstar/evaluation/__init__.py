@@ -5,6 +5,7 @@
     playing.py    an interactive query (meta["interactive"]): the game played after the read
     records.py    CaseResult, WriteRecord, EvalResult (JSON in the run folder), EndpointOutage
     sessions.py   SessionCache: ingested knowledge bases kept alive for the next evaluation
+    pools.py      the threads every evaluation shares; finished workers closed in the background
 """
 from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, WriteRecord
 from mstar.evaluation.run import OUTAGE_THRESHOLD, evaluate, sandbox_limits

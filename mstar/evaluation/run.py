@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Callable, Sequence
 
@@ -33,6 +32,7 @@ from mstar import agent
 from mstar.config import SandboxConfig
 from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, WriteRecord, summarise
 from mstar.evaluation.playing import play_query
+from mstar.evaluation.pools import Bounded, close_later
 from mstar.evaluation.sessions import LOAD_INFO, SessionCache, session_key
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
@@ -172,9 +172,9 @@ def evaluate(
     calls = _Calls(router)
     key = session_key(source, [ep.id for ep in episodes]) if sessions is not None else None
     kept = sessions.lease(key) if sessions is not None else None
-    threads = max(1, workers)
-    with ThreadPoolExecutor(threads, thread_name_prefix="llm") as llm_pool, \
-            ThreadPoolExecutor(min(threads, max(1, len(queries))), thread_name_prefix="case") as case_pool:
+    # The process's threads, at most `workers` of this evaluation's tasks of each kind at once.
+    llm_pool, case_pool = Bounded("llm", workers), Bounded("case", min(workers, max(1, len(queries))))
+    try:
         if kept is not None:
             program, info, writes = _Program(kept.session, kept.toolkit, calls), kept.info, kept.writes
         else:
@@ -186,7 +186,7 @@ def evaluate(
             # Known from an earlier load (the gates, or an evaluation): the prompts are asked now
             # and the worker starts meanwhile; else the worker's load comes first.
             hint = LOAD_INFO.get(source)
-            starting = llm_scope.submit(llm_pool, program.op, session.start) if hint is not None else None
+            starting = llm_pool.submit(program.op, session.start) if hint is not None else None
             try:
                 info = hint or program.op(session.start)
             except SandboxError as exc:
@@ -200,9 +200,9 @@ def evaluate(
         pending = []
         try:
             if kept is None:
-                pending += [llm_scope.submit(llm_pool, calls.text, "task", agent.build_extraction_messages(
+                pending += [llm_pool.submit(calls.text, "task", agent.build_extraction_messages(
                     consts["INSTRUCTION_KNOWLEDGE_ITEM"], ep.text, info.knowledge_item_schema)) for ep in episodes]
-            q_futs = [llm_scope.submit(llm_pool, calls.text, "task", m) for m in q_msgs]
+            q_futs = [llm_pool.submit(calls.text, "task", m) for m in q_msgs]
             pending += q_futs
             if kept is None and starting is not None:
                 try:
@@ -218,7 +218,7 @@ def evaluate(
             if kept is None:
                 LOAD_INFO.put(source, info)
                 writes = _ingest(program, episodes, pending[:len(episodes)], info, progress)
-            case_futs = [llm_scope.submit(case_pool, _case, program, calls, q, m, f, info, metric)
+            case_futs = [case_pool.submit(_case, program, calls, q, m, f, info, metric)
                          for q, m, f in zip(queries, q_msgs, q_futs)]
             finished = iter(range(1, len(case_futs) + 1))   # next() is atomic under the GIL
             for f in case_futs:
@@ -230,6 +230,9 @@ def evaluate(
                 f.cancel()
             _done_with(program.session, kept, sessions, None, None, None, keep=False)
             raise
+    finally:
+        llm_pool.join()
+        case_pool.join()
     keep = program.fatal is None and kept is None
     _done_with(program.session, kept, sessions, key, info, writes, keep=keep, toolkit=program.toolkit)
     if calls.total and calls.failed / calls.total > outage_threshold:
@@ -253,7 +256,7 @@ def _done_with(session, kept, sessions, key, info, writes, *, keep: bool, toolki
     elif keep and sessions is not None:
         sessions.put(key, session, info, writes, toolkit)
     else:
-        session.close()
+        close_later(session)   # its kill, reap and cleanup need not hold up the result
 
 
 def _ingest(program: _Program, episodes, extract, info, progress) -> list[WriteRecord]:

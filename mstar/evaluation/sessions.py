@@ -23,6 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from mstar.evaluation.pools import close_later, drain_closes
 from sandbox.engine.session import LoadInfo, ProgramSession
 
 DEFAULT_KEEP = 8
@@ -80,7 +81,7 @@ class SessionCache:
         session closed -- when nothing is kept or another one with this key is kept already."""
         with self._lock:
             if self.keep == 0 or key in self._kept or not session.alive():
-                session.close()
+                close_later(session)
                 return False
             self._kept[key] = KeptSession(session, info, writes, toolkit)
             while len(self._kept) > self.keep:
@@ -95,6 +96,7 @@ class SessionCache:
                 kept.evicted = True
                 self._close_if_idle(kept)
             self._kept.clear()
+        drain_closes()   # every worker of this cache is gone when close() returns
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -102,7 +104,7 @@ class SessionCache:
     @staticmethod
     def _close_if_idle(kept: KeptSession) -> None:
         if kept.evicted and kept.leases <= 0:
-            kept.session.close()
+            close_later(kept.session)   # off the caller's path (and out of the cache's lock)
 
 
 class LoadInfoMemo:

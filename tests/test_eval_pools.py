@@ -1,0 +1,119 @@
+"""The evaluations' shared threads and background closes (mstar/evaluation/pools.py)."""
+from __future__ import annotations
+
+import threading
+import time
+
+from mstar.evaluation.pools import Bounded, close_later, drain_closes
+from mstar.llm import scope as llm_scope
+from sandbox.engine.session import ProgramSession
+
+PROGRAM = '''
+from dataclasses import dataclass, field
+
+INSTRUCTION_KNOWLEDGE_ITEM = "Write down the facts."
+INSTRUCTION_QUERY = "Ask for the facts."
+INSTRUCTION_RESPONSE = "Answer."
+ALWAYS_ON_KNOWLEDGE = ""
+
+
+@dataclass
+class KnowledgeItem:
+    fact: str = field(default="", metadata={"description": "a fact"})
+
+
+@dataclass
+class Query:
+    text: str = field(default="", metadata={"description": "what to look for"})
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.facts = []
+
+    def write(self, item, raw_text):
+        self.facts.append(raw_text)
+
+    def read(self, query):
+        return " ".join(self.facts)
+'''
+
+
+def test_bounded_runs_at_most_limit_tasks_of_one_evaluation_at_once():
+    pool = Bounded("case", 2)
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def task():
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return 1
+
+    futures = [pool.submit(task) for _ in range(6)]
+    pool.join()
+    assert all(f.done() for f in futures)
+    assert sum(f.result() for f in futures) == 6
+    assert peak[0] == 2
+
+
+def test_bounded_tasks_carry_the_submitters_llm_scope():
+    pool = Bounded("llm", 4)
+    with llm_scope.scoped("iter_042"):
+        fut = pool.submit(llm_scope.current)
+    assert fut.result() == "iter_042"
+
+
+def test_second_evaluation_starts_no_new_threads():
+    def names() -> set[str]:
+        return {t.name for t in threading.enumerate() if t.name.startswith("eval-")}
+
+    def one_evaluation() -> None:
+        llm, case = Bounded("llm", 16), Bounded("case", 8)
+        calls = [llm.submit(time.sleep, 0.01) for _ in range(16)]
+        cases = [case.submit(lambda f=f: f.result()) for f in calls[:8]]
+        for f in cases:
+            f.result()
+        llm.join()
+        case.join()
+
+    one_evaluation()
+    before = names()
+    one_evaluation()
+    assert names() <= before, "threads of the first evaluation were not reused"
+
+
+def test_join_waits_for_started_tasks_and_skips_cancelled_ones():
+    pool = Bounded("llm", 1)
+    gate = threading.Event()
+    first = pool.submit(gate.wait, 5)
+    queued = pool.submit(time.sleep, 0)
+    assert queued.cancel() or queued.done()
+    threading.Timer(0.1, gate.set).start()
+    t0 = time.perf_counter()
+    pool.join()
+    assert first.done() and first.result() is True
+    assert time.perf_counter() - t0 >= 0.05
+
+
+def test_close_later_closes_the_worker_off_the_callers_path():
+    session = ProgramSession(PROGRAM)
+    session.start()
+    assert session.alive()
+    close_later(session)
+    drain_closes()
+    assert not session.alive()
+    assert session.group_pid is None or not _process_exists(session.group_pid)
+
+
+def _process_exists(pid: int) -> bool:
+    import os
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
