@@ -85,17 +85,31 @@ def sleepy_llm(messages):
     return "echo:" + messages[-1]["content"]
 
 
-def test_sixteen_reads_wait_on_the_llm_together_and_each_gets_its_own_result():
-    with ProgramSession(SUMMARISING, llm=sleepy_llm, limits=SandboxLimits(call_timeout_s=20)) as s:
+def test_a_static_set_of_reads_waits_on_the_llm_together_and_each_gets_its_own_result():
+    in_flight, peak, lock = [0], [0], threading.Lock()
+
+    def counting_sleepy_llm(messages):
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        try:
+            return sleepy_llm(messages)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    with ProgramSession(SUMMARISING, llm=counting_sleepy_llm, limits=SandboxLimits(call_timeout_s=20)) as s:
         s.start()
         for i in range(3):
             s.write({"facts": f"fact {i}"}, f"raw {i}")
-        queries = [f"q{i}" for i in range(16)]
+        queries = [f"q{i}" for i in range(25)]   # the paper's static set
         t0 = time.monotonic()
-        with ThreadPoolExecutor(16) as pool:
+        with ThreadPoolExecutor(25) as pool:
             results = list(pool.map(lambda q: s.read({"text": q}), queries))
         wall = time.monotonic() - t0
-    # In series this is 16 x 0.3 s = 4.8 s of waiting; overlapped, about one latency.
+    # In series this is 25 x 0.3 s = 7.5 s of waiting. The default allows 32 reads at once, so
+    # the 25 reads' LLM calls wait together (in waves of 16 they could not: at least 2 latencies).
+    assert peak[0] > 16, peak[0]
     assert wall < 4 * LATENCY, wall
     for q, r in zip(queries, results):
         assert r.output == f"{q}|echo:{q}|3|LLMBudgetExceeded"   # budget of 1 call per read, each
@@ -170,17 +184,20 @@ class KnowledgeBase:
 
 
 @pytest.mark.parametrize("launcher", ["fork", "subprocess"])
-def test_sixteen_reading_threads_fit_in_the_workers_address_space(launcher):
+def test_the_default_reading_threads_fit_in_the_workers_address_space(launcher):
     """Each thread's malloc arena reserves 64 MiB of address space; without a cap, 16 reading
-    threads under RLIMIT_AS could not even start ("can't start new thread")."""
+    threads under RLIMIT_AS could not even start ("can't start new thread"). The default number
+    of readers (32) under the default memory limit, every one busy at once."""
     from sandbox.engine.launch import SubprocessLauncher
 
     kw = {"launcher": SubprocessLauncher()} if launcher == "subprocess" else {}
-    with ProgramSession(CHROMA_READS, limits=SandboxLimits(parallel_reads=16, memory_mb=1024), **kw) as s:
+    limits = SandboxLimits()
+    assert limits.parallel_reads >= 32 and limits.memory_mb == 1024
+    with ProgramSession(CHROMA_READS, limits=limits, **kw) as s:
         s.start()
         for i in range(40):
             s.write({"facts": ""}, f"episode {i} about topic {i % 7} " * 20)
-        with ThreadPoolExecutor(16) as pool:
+        with ThreadPoolExecutor(limits.parallel_reads) as pool:
             outs = list(pool.map(lambda i: s.read({"text": f"topic {i % 7}"}).output, range(64)))
         assert s.alive()
     assert all(f"topic {i % 7}" in out for i, out in enumerate(outs))
