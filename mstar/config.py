@@ -98,7 +98,7 @@ class SandboxConfig:
     read_max_chars: int = 3000
     memory_mb: int = 1024
     llm_calls_per_op: int = 1
-    parallel_reads: int = 32           # reads of one program in flight at once
+    parallel_reads: int = 32           # reads of one program in flight at once (sandbox.protocol)
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,9 @@ class SandboxLimits:
     max_log_chars: int = 64_000  # per op, logger.debug + print captured
     max_source_bytes: int = 65_536
     # Reads of one program in flight at once (each on a worker thread). 32: the paper's static set
-    # (25 reads) overlaps in one wave, so a read that waits on a toolkit call costs one latency,
-    # not two; 32 threads of 4 MiB stacks fit in the worker's address space (tests check it).
+    # (25 reads) overlaps in one wave, so a read that waits on a toolkit call costs one latency, not
+    # two (16 before), and a final evaluation of ~190 reads takes 6 waves, not 12. 64 readers do not
+    # fit the worker's limits ("can't start new thread", measured); 32 do (a test checks it).
     parallel_reads: int = 32
 
     def __post_init__(self) -> None:
