@@ -137,6 +137,34 @@ def test_chroma_errors_are_clear(chroma):
     assert not hasattr(chroma, "reset") and not hasattr(chroma.get_collection("dupe"), "modify")
 
 
+def test_chroma_collections_index_often_and_answer_as_chromas_defaults_do():
+    """Collections are made with a small hnsw sync threshold (toolkit_chroma._INDEX_EVERY: an add
+    stays cheap as the collection grows); the program sees its own metadata only, its own hnsw
+    settings win, and queries return what a collection with chroma's defaults returns."""
+    client = chromadb.EphemeralClient(Settings(anonymized_telemetry=False, allow_reset=False))
+    ef = HashingEmbeddingFunction()
+    chroma = make_chroma(client, ef)
+    col = chroma.get_or_create_collection("tuned-cosine", metadata={"hnsw:space": "cosine"})
+    raw = client.get_collection("tuned-cosine", embedding_function=ef)
+    assert raw.configuration_json["hnsw"]["sync_threshold"] == 16
+    assert raw.configuration_json["hnsw"]["space"] == "cosine"
+    assert col.metadata == {"hnsw:space": "cosine"}
+    assert chroma.create_collection("tuned-plain").metadata is None
+    own = chroma.get_or_create_collection("own-sync", metadata={"hnsw:sync_threshold": 500, "hnsw:batch_size": 50})
+    assert client.get_collection("own-sync", embedding_function=ef).configuration_json["hnsw"]["sync_threshold"] == 500
+    assert own.metadata == {"hnsw:sync_threshold": 500, "hnsw:batch_size": 50}
+
+    plain = client.get_or_create_collection("chroma-defaults", metadata={"hnsw:space": "cosine"}, embedding_function=ef)
+    assert plain.configuration_json["hnsw"]["sync_threshold"] == 1000
+    docs = [f"note {i}: topic {i % 13} with detail {i * 7 % 31} and more words {i % 5}" for i in range(300)]
+    for i, d in enumerate(docs):   # one record per add, as programs write
+        col.add(ids=[f"d{i}"], documents=[d])
+        plain.add(ids=[f"d{i}"], documents=[d], embeddings=[ef([d])[0]])
+    for q in ("topic 3 detail 21", "more words 4", "note 250", "topic 12"):
+        want = plain.query(query_embeddings=[ef([q])[0]], n_results=10)["ids"]
+        assert col.query(query_texts=[q], n_results=10)["ids"] == want
+
+
 # --------------------------------------------------------------------------- llm stub, logger
 
 

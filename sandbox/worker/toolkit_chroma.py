@@ -14,6 +14,14 @@ from typing import Any, Callable
 
 from sandbox.worker.toolkit import plain_in, plain_out
 
+# chromadb keeps up to `hnsw:sync_threshold` (default 1000) added records outside its index, and
+# each add goes over them again: one add (one record, as below) cost ~2 ms at 100 records and
+# ~10 ms at 1,000 (measured, chromadb 1.5). Indexing every 16 records keeps an add at ~2 ms
+# (LoCoMo's 1,600 chunks: 6.1 -> 2.1 ms an add) and queries return the same ids (checked on 170
+# and 1,600 records, cosine and l2). Set only where the program sets neither key itself, and
+# not shown in the collection's metadata.
+_INDEX_EVERY = {"hnsw:batch_size": 16, "hnsw:sync_threshold": 16}
+
 _COLLECTION_HINT = "chroma collection names need 3-512 characters from [a-zA-Z0-9._-], starting and ending with a letter or digit"
 
 
@@ -50,6 +58,21 @@ def make_chroma(client: Any, embedding_function: Any) -> Any:
 
     ef = embedding_function
     batched = bool(getattr(ef, "batched", False))
+    tuned: set[str] = set()   # collections created with _INDEX_EVERY added to their metadata
+
+    def index_often(name: str, metadata: Any) -> Any:
+        if metadata is not None and not isinstance(metadata, dict):
+            return metadata   # chroma's own validation reports it
+        if metadata and any(k in metadata for k in _INDEX_EVERY):
+            return metadata
+        tuned.add(name)
+        return {**(metadata or {}), **_INDEX_EVERY}
+
+    def shown(name: str, metadata: Any) -> Any:
+        if name not in tuned or not isinstance(metadata, dict):
+            return metadata
+        kept = {k: v for k, v in metadata.items() if _INDEX_EVERY.get(k) != v}
+        return kept or None
 
     def embedded(args: dict[str, Any], texts_key: str, vectors_key: str) -> dict[str, Any]:
         """With the engine's function: the call's texts embedded in one request, outside the
@@ -76,7 +99,7 @@ def make_chroma(client: Any, embedding_function: Any) -> Any:
 
             @property
             def metadata(self) -> Any:
-                return plain_out(raw.metadata)
+                return plain_out(shown(raw.name, raw.metadata))
 
             def add(self, ids, documents=None, metadatas=None, embeddings=None) -> None:
                 args = embedded(_record_args(ids, documents, metadatas, embeddings), "documents", "embeddings")
@@ -127,12 +150,14 @@ def make_chroma(client: Any, embedding_function: Any) -> Any:
         def get_or_create_collection(self, name, metadata=None, embedding_function=None):
             no_foreign_ef(embedding_function)
             n, m = checked_name(name), plain_in(metadata, "metadata")
-            return wrap(call(lambda: client.get_or_create_collection(n, metadata=m, embedding_function=ef)))
+            return wrap(call(lambda: client.get_or_create_collection(n, metadata=index_often(n, m),
+                                                                     embedding_function=ef)))
 
         def create_collection(self, name, metadata=None, embedding_function=None, get_or_create=False):
             no_foreign_ef(embedding_function)
             n, m, g = checked_name(name), plain_in(metadata, "metadata"), bool(get_or_create)
-            return wrap(call(lambda: client.create_collection(n, metadata=m, embedding_function=ef, get_or_create=g)))
+            return wrap(call(lambda: client.create_collection(n, metadata=index_often(n, m), embedding_function=ef,
+                                                              get_or_create=g)))
 
         def get_collection(self, name, embedding_function=None):
             no_foreign_ef(embedding_function)
