@@ -11,12 +11,14 @@ parent (its parent already stands for it).
 """
 from __future__ import annotations
 
+import functools
 import io
 import tokenize
 
 _IGNORED = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING}
 
 
+@functools.lru_cache(maxsize=1024)   # the pool's programs are compared with every new child
 def code_fingerprint(source: str) -> str | None:
     """The program's tokens without comments and blank lines, as one string; None when the text
     does not tokenize (it is then compared as text)."""
