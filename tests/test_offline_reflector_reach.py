@@ -348,8 +348,8 @@ def test_list_answers_call_for_the_list_instruction(kid):
     listed, plain = _odds(source, LISTED), _odds(source, PLAIN)
     assert "list_answer" in case_signals(LISTED) and "list_answer" not in case_signals(PLAIN)
     # Exact odds: the instruction edit is the likeliest answer to a list failure, and many
-    # times likelier than without one.
-    assert listed["list_items"] >= 0.5 and listed["list_items"] > 10 * plain["list_items"]
+    # times likelier than without one (its weight is small: offline it rarely changes an answer).
+    assert listed["list_items"] >= 0.4 and listed["list_items"] > 10 * plain["list_items"]
     assert listed["list_items"] == max(listed.values())
 
 
