@@ -180,10 +180,18 @@ class Evolution:
             debug_logs=rot.load_warnings + [l for w in rot.writes[:3] for l in w.debug_logs]
             + [l for c in cases for l in c["debug_logs"]],
         )
+        # The local executor starts each candidate's evaluation worker while its gates run; the
+        # workers of candidates that did not become the child are closed.
+        started: dict[str, object] = {}
+        begin = getattr(self.executor, "prestart", None)
         outcome = propose_child(
             parent.source, build_reflection_messages(inp, self.cfg.sandbox, ev.prompt_budget_tokens),
             router=self.router, sandbox=self.cfg.sandbox, limits=sandbox_limits(self.cfg.sandbox),
-            attempts=ev.compile_fix_attempts, known_sources={e.source for e in seen}, mode=ev.mode)
+            attempts=ev.compile_fix_attempts, known_sources={e.source for e in seen}, mode=ev.mode,
+            on_candidate=(lambda src: started.setdefault(src, begin(src))) if begin else None)
+        for src, token in started.items():
+            if token is not None and not (outcome.status == "ok" and src == outcome.source):
+                self.executor.drop_prestart(token)
         record = events.IterationEvent(
             iteration=iteration, parent_id=parent.program_id, status=outcome.status, title=outcome.title,
             body=outcome.body, attempts=outcome.attempts, parent_static_score=parent.static_score,
@@ -203,6 +211,9 @@ class Evolution:
                 record.evidence = paired_gain(res, parent_res)
             else:
                 record.status = "failed"
+        for token in started.values():   # a child's worker its evaluation did not take (no-op if it did)
+            if token is not None:
+                self.executor.drop_prestart(token)
         if child is None and outcome.source is not None:  # keep the failed child's text for inspection
             self.store.write_program(f"iter_{iteration:03d}_rejected", outcome.source)
         with self._lock:  # the child joins, the event is written: the iteration is done

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from mstar.config import SandboxConfig
 from mstar.llm.router import LLMRouter
@@ -50,7 +51,10 @@ def _normalise(source: str) -> str:
 
 def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter, sandbox: SandboxConfig,
                   limits: SandboxLimits, attempts: int, known_sources: set[str],
-                  mode: str = "all") -> MutationOutcome:
+                  mode: str = "all", on_candidate: Callable[[str], None] | None = None) -> MutationOutcome:
+    """The reflector's child of `parent_source`, through its gates (with compile-fix attempts).
+    `on_candidate(source)` is called as each candidate goes into its gates (the loop starts the
+    candidate's evaluation worker meanwhile: mstar.evaluation.prestart)."""
     base = parent_source
     title, body = "", ""
     records: list[dict] = []
@@ -99,6 +103,8 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
                 rec.update(stage="duplicate", error="the child runs the same code as a program already in the pool "
                                                     "(it differs at most in comments and blank lines)")
                 return MutationOutcome("duplicate", candidate, title, body, records, gate_seconds)
+            if on_candidate is not None:
+                on_candidate(candidate)
             t_gates = time.perf_counter()
             report = run_gates(candidate, allowed_imports=sandbox.allowed_imports, limits=limits,
                                llm=SMOKE_TOOLKIT.complete)

@@ -6,6 +6,7 @@
     records.py    CaseResult, WriteRecord, EvalResult (JSON in the run folder), EndpointOutage
     sessions.py   SessionCache: ingested knowledge bases kept alive for the next evaluation
     pools.py      the threads every evaluation shares; finished workers closed in the background
+    prestart.py   a child's evaluation worker started while its gates run
 """
 from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, WriteRecord
 from mstar.evaluation.run import OUTAGE_THRESHOLD, evaluate, sandbox_limits

@@ -33,6 +33,7 @@ from mstar.config import SandboxConfig
 from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, WriteRecord, summarise
 from mstar.evaluation.playing import play_query
 from mstar.evaluation.pools import Bounded, close_later
+from mstar.evaluation.prestart import PRESTARTS
 from mstar.evaluation.sessions import LOAD_INFO, SessionCache, session_key
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
@@ -179,16 +180,18 @@ def evaluate(
             program, info, writes = _Program(kept.session, kept.toolkit, calls), kept.info, kept.writes
         else:
             toolkit = _Toolkit(calls)
-            session = ProgramSession(source, allowed_imports=sandbox.allowed_imports,
-                                     limits=sandbox_limits(sandbox), llm=llm_scope.bind_fallback(toolkit),
-                                     embed=embed, embed_label=getattr(embed, "label", "engine"))
+            llm = llm_scope.bind_fallback(toolkit)
+            # A worker started while the child's gates ran (mstar.evaluation.prestart), else a new one.
+            taken = PRESTARTS.take(source, session_options(sandbox, embed), llm)
+            session, starting = taken if taken is not None else (new_session(source, sandbox, embed, llm), None)
             program = _Program(session, toolkit, calls)
             # Known from an earlier load (the gates, or an evaluation): the prompts are asked now
             # and the worker starts meanwhile; else the worker's load comes first.
             hint = LOAD_INFO.get(source)
-            starting = llm_pool.submit(program.op, session.start) if hint is not None else None
+            if starting is None and hint is not None:
+                starting = llm_pool.submit(program.op, session.start)
             try:
-                info = hint or program.op(session.start)
+                info = hint or (starting.result() if starting is not None else program.op(session.start))
             except SandboxError as exc:
                 session.close()
                 return _failed(queries, _verdict_dict(exc), time.perf_counter() - t0)
@@ -243,6 +246,24 @@ def evaluate(
     result.load_warnings = [w for w in info.warnings if w.startswith("contract:")]
     result.chain_calls = result.critical_chain()
     return result
+
+
+def session_options(sandbox: SandboxConfig, embed) -> tuple:
+    """What a worker is started with besides the program: a prestarted worker serves an
+    evaluation only when these are the same."""
+    return sandbox_limits(sandbox), tuple(sandbox.allowed_imports), id(embed)
+
+
+def new_session(source: str, sandbox: SandboxConfig, embed, llm) -> ProgramSession:
+    return ProgramSession(source, allowed_imports=sandbox.allowed_imports, limits=sandbox_limits(sandbox), llm=llm,
+                          embed=embed, embed_label=getattr(embed, "label", "engine"))
+
+
+def prestart(source: str, sandbox: SandboxConfig, embed="current") -> object | None:
+    """Start `source`'s worker now for an evaluation to come (its token for PRESTARTS.drop)."""
+    if isinstance(embed, str) and embed == "current":
+        embed = current_program_embeddings()
+    return PRESTARTS.begin(source, session_options(sandbox, embed), lambda llm: new_session(source, sandbox, embed, llm))
 
 
 def _same_prompts(a, b) -> bool:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from mstar.config import RunConfig
 from mstar.evaluation import EvalResult, SessionCache, evaluate
+from mstar.evaluation.prestart import PRESTARTS
+from mstar.evaluation.run import prestart
 from mstar.execution.jobs import EvalJob
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
@@ -27,7 +29,15 @@ class LocalExecutor:
         finally:
             tracker.end(entry)
 
+    def prestart(self, source: str) -> object | None:
+        """Start `source`'s worker for its coming static evaluation (mstar.evaluation.prestart)."""
+        return prestart(source, self.cfg.sandbox)
+
+    def drop_prestart(self, token: object) -> None:
+        PRESTARTS.drop(token)
+
     def close(self) -> None:
+        PRESTARTS.drop_all()
         self.sessions.close()
 
 

@@ -1,0 +1,114 @@
+"""A child's worker started while its gates run (mstar/evaluation/prestart.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from mstar.config import LLMConfig, SandboxConfig
+from mstar.evaluation import evaluate
+from mstar.evaluation.pools import drain_closes
+from mstar.evaluation.prestart import PRESTARTS, Prestarts
+from mstar.evaluation.run import prestart
+from mstar.llm.router import LLMRouter
+from mstar.tasks import load_task
+from sandbox.engine.session import ProgramSession
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ASKS_WHEN_READING = '''
+from dataclasses import dataclass, field
+
+INSTRUCTION_KNOWLEDGE_ITEM = "Write down the facts."
+INSTRUCTION_QUERY = "Ask for the facts."
+INSTRUCTION_RESPONSE = "Answer."
+ALWAYS_ON_KNOWLEDGE = ""
+
+
+@dataclass
+class KnowledgeItem:
+    fact: str = field(default="", metadata={"description": "a fact"})
+
+
+@dataclass
+class Query:
+    text: str = field(default="", metadata={"description": "what to look for"})
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.toolkit = toolkit
+
+    def write(self, item, raw_text):
+        pass
+
+    def read(self, query):
+        return self.toolkit.llm_completion([{"role": "user", "content": "hello"}])
+'''
+
+
+def test_an_evaluation_takes_the_worker_started_for_it_and_scores_as_without(tmp_path):
+    task = load_task("sample")
+    src = (ROOT / "seeds" / "vector_search.py").read_text()
+    sandbox = SandboxConfig()
+    router = LLMRouter.from_config(LLMConfig())
+    plain = evaluate(src, task.episodes[:4], task.validation[:3], metric=task.score, router=router,
+                     sandbox=sandbox, workers=4, embed=None)
+    token = prestart(src, sandbox, embed=None)
+    assert token is not None
+    assert prestart(src, sandbox, embed=None) is None            # one waiting worker per program
+    assert len(PRESTARTS._by_key) == 1
+    taken = evaluate(src, task.episodes[:4], task.validation[:3], metric=task.score, router=router,
+                     sandbox=sandbox, workers=4, embed=None)
+    assert len(PRESTARTS._by_key) == 0                          # the evaluation used it
+    assert taken.error is None
+    assert [c.answer for c in taken.cases] == [c.answer for c in plain.cases]
+    assert taken.mean_score == plain.mean_score
+    PRESTARTS.drop(token)                                       # taken: nothing to close
+
+
+def test_a_prestarted_workers_llm_calls_are_served_by_the_evaluation_that_takes_it():
+    made: list[ProgramSession] = []
+    starts = Prestarts()
+
+    def make(llm):
+        made.append(ProgramSession(ASKS_WHEN_READING, llm=llm))
+        return made[-1]
+
+    starts.begin(ASKS_WHEN_READING, ("opts",), make)
+    assert starts.take(ASKS_WHEN_READING, ("other opts",), lambda m: "no") is None   # options must match
+    session, starting = starts.take(ASKS_WHEN_READING, ("opts",), lambda m: "hi from the evaluation")
+    try:
+        starting.result(timeout=30)
+        assert session is made[0]
+        assert session.read({"text": "?"}).output == "hi from the evaluation"
+    finally:
+        session.close()
+
+
+def test_a_worker_no_evaluation_takes_is_closed_when_dropped():
+    made: list[ProgramSession] = []
+    starts = Prestarts()
+    token = starts.begin(ASKS_WHEN_READING, ("opts",), lambda llm: made.append(ProgramSession(ASKS_WHEN_READING, llm=llm))
+                         or made[-1])
+    starts.drop(token)
+    drain_closes()
+    assert not made[0].alive()
+    assert starts.take(ASKS_WHEN_READING, ("opts",), lambda m: "late") is None
+
+
+def test_in_a_run_every_childs_evaluation_takes_the_worker_started_during_its_gates(tmp_path):
+    import contextlib
+    import io
+    import json
+
+    from mstar.cli import main
+
+    started, taken = PRESTARTS.started, PRESTARTS.taken
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["evolve", "--task", "sample", "--iterations", "3", "--static-size", "6", "--seed", "1",
+                     "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    events = [json.loads(line) for line in (tmp_path / "run" / "lineage.jsonl").read_text().splitlines()]
+    children = [e for e in events if e.get("event") == "iteration" and e.get("program_id")]
+    assert children
+    assert PRESTARTS.taken - taken >= len(children)
+    assert PRESTARTS.started - started >= PRESTARTS.taken - taken
+    assert not PRESTARTS._by_key            # nothing left waiting after the run
