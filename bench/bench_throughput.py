@@ -117,12 +117,12 @@ class PhaseWatch:
     def _run(self) -> None:
         while not self._stop.wait(0.05):
             try:
-                kinds = [json.loads(line).get("event") for line in self.lineage.read_text().splitlines()]
-            except (OSError, ValueError):
+                evs = ev_types.read_lineage(self.lineage)
+            except Exception:  # noqa: BLE001 -- not there yet, or a line half written: next sample
                 continue
-            if "start" not in self.marks and kinds.count("seed") >= self.seeds:
+            if "start" not in self.marks and len(ev_types.seeds(evs)) >= self.seeds:
                 self.marks["start"] = cpu_busy()
-            if "end" not in self.marks and kinds.count("iteration") >= self.iterations:
+            if "end" not in self.marks and len(ev_types.iterations(evs)) >= self.iterations:
                 self.marks["end"] = cpu_busy()
 
     def core_seconds(self) -> float | None:
