@@ -7,36 +7,9 @@ import time
 from mstar.evaluation.pools import Bounded, close_later, drain_closes
 from mstar.llm import scope as llm_scope
 from sandbox.engine.session import ProgramSession
+from run_helpers import SEED_A
 
-PROGRAM = '''
-from dataclasses import dataclass, field
-
-INSTRUCTION_KNOWLEDGE_ITEM = "Write down the facts."
-INSTRUCTION_QUERY = "Ask for the facts."
-INSTRUCTION_RESPONSE = "Answer."
-ALWAYS_ON_KNOWLEDGE = ""
-
-
-@dataclass
-class KnowledgeItem:
-    fact: str = field(default="", metadata={"description": "a fact"})
-
-
-@dataclass
-class Query:
-    text: str = field(default="", metadata={"description": "what to look for"})
-
-
-class KnowledgeBase:
-    def __init__(self, toolkit):
-        self.facts = []
-
-    def write(self, item, raw_text):
-        self.facts.append(raw_text)
-
-    def read(self, query):
-        return " ".join(self.facts)
-'''
+PROGRAM = SEED_A   # any working program
 
 
 def test_bounded_runs_at_most_limit_tasks_of_one_evaluation_at_once():

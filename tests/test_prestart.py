@@ -11,38 +11,14 @@ from mstar.evaluation.run import prestart
 from mstar.llm.router import LLMRouter
 from mstar.tasks import load_task
 from sandbox.engine.session import ProgramSession
+from run_helpers import SEED_A
 
 ROOT = Path(__file__).resolve().parents[1]
 
-ASKS_WHEN_READING = '''
-from dataclasses import dataclass, field
-
-INSTRUCTION_KNOWLEDGE_ITEM = "Write down the facts."
-INSTRUCTION_QUERY = "Ask for the facts."
-INSTRUCTION_RESPONSE = "Answer."
-ALWAYS_ON_KNOWLEDGE = ""
-
-
-@dataclass
-class KnowledgeItem:
-    fact: str = field(default="", metadata={"description": "a fact"})
-
-
-@dataclass
-class Query:
-    text: str = field(default="", metadata={"description": "what to look for"})
-
-
-class KnowledgeBase:
-    def __init__(self, toolkit):
-        self.toolkit = toolkit
-
-    def write(self, item, raw_text):
-        pass
-
-    def read(self, query):
-        return self.toolkit.llm_completion([{"role": "user", "content": "hello"}])
-'''
+# A working program whose read() asks the toolkit LLM.
+ASKS_WHEN_READING = SEED_A.replace('return "\\n".join(self.items)[:2000]',
+                                   'return self.toolkit.llm_completion([{"role": "user", "content": "hello"}])')
+assert ASKS_WHEN_READING != SEED_A
 
 
 def test_an_evaluation_takes_the_worker_started_for_it_and_scores_as_without(tmp_path):
