@@ -22,6 +22,7 @@ from mstar.llm.types import FatalLLMError, LLMError
 from mstar.program.frozen import FrozenPartError, check_frozen
 from mstar.patch import PatchError, apply_patch
 from mstar.reflect import ReplyError, build_compile_fix_messages, parse_reply
+from mstar.evaluation.pools import close_later
 from mstar.evaluation.sessions import LOAD_INFO
 from mstar.offline.toolkit_model import OfflineToolkitModel
 from sandbox.engine.gates import run_gates
@@ -107,7 +108,7 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
                 on_candidate(candidate)
             t_gates = time.perf_counter()
             report = run_gates(candidate, allowed_imports=sandbox.allowed_imports, limits=limits,
-                               llm=SMOKE_TOOLKIT.complete)
+                               llm=SMOKE_TOOLKIT.complete, close=close_later)
             gate_seconds += time.perf_counter() - t_gates
             rec["gates"] = {"ok": report.ok, "stage": report.stage, "error": report.error}
             if report.ok:

@@ -146,3 +146,14 @@ def test_check_cli(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert (data["ok"], data["stage"], data["verdict"]["rule"]) == (False, "static", "import_name_not_allowed")
     assert set(data) >= {"ok", "stage", "error", "read_outputs", "logs", "llm_calls", "layers"}
+
+
+def test_the_gates_hand_their_worker_to_the_given_closer():
+    source = SEEDS[0].read_text()
+    handed = []
+    report = gates(source, close=handed.append)
+    assert report.ok and len(handed) == 1
+    session = handed[0]
+    assert session.alive()          # the caller disposes of it (mstar closes it in the background)
+    session.close()
+    assert not session.alive()

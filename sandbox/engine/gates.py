@@ -136,8 +136,12 @@ def _preview(text: str) -> str:
 
 def run_gates(source: str, *, allowed_imports: Sequence[str], limits: SandboxLimits,
               llm: LLMFn | None, writes: int = len(MOCK_CORPUS),
-              reads: int = len(MOCK_QUESTIONS)) -> GateReport:
-    """Run every gate on `source` in a fresh worker; never raises for a bad program."""
+              reads: int = len(MOCK_QUESTIONS),
+              close: Callable[[ProgramSession], None] | None = None) -> GateReport:
+    """Run every gate on `source` in a fresh worker; never raises for a bad program. `close`
+    disposes of the worker when the gates are done (default: `session.close()` before returning;
+    an engine that closes workers in the background passes its own, so that the verdict does not
+    wait for the worker's kill, reap and clean-up)."""
     started = time.monotonic()
     report = GateReport(ok=False, stage="static", error=None, verdict={})
     window = ["load"]
@@ -201,7 +205,7 @@ def run_gates(source: str, *, allowed_imports: Sequence[str], limits: SandboxLim
         report.verdict = _verdict_dict(exc.verdict)
         add_logs(window[0], list(getattr(exc, "logs", []) or []))
     finally:
-        session.close()
+        (close or ProgramSession.close)(session)
     report.ok = bool(report.verdict.get("ok"))
     report.stage = report.verdict.get("stage", "unknown")
     report.error = None if report.ok else _error_text(report.verdict)
