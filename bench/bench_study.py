@@ -26,12 +26,17 @@ What moved the score (offline LoCoMo, test F1 of one edit on a program; "val" = 
 | edit kind | effect |
 |---|---|
 | Index turns by speaker (speaker_index) | the big one: each seed -> ~0.21 (vector search 0.117, summariser 0.04) |
-| Drop image captions (drop_captions) | +0.010 test, val +0.007 [+0.001, +0.012] |
+| Resolve relative dates (relative_dates_on) | +0.011 test (summariser + speaker index 0.207 -> 0.218), val +0.023..+0.024 on three speaker-indexed champions (each in [+0.017, +0.030]); its children change no static answer |
+| Drop image captions (drop_captions) | +0.010 test (+0.014 on top of relative dates: 0.232), val +0.007..+0.012 on three speaker-indexed champions (each significant) |
 | Named people's turns alone (evidence_only) | +0.012 test, val +0.001 [-0.001, +0.004] (no real change) |
 | More text in front of the speaker evidence (dates + re-rank, raw turns) | -0.013 .. -0.023 test |
 | 'the person who ...' / newest-first ties / session spread / one query per entity | within +-0.01 |
 | evidence budget, top-20 -> 40 turns | +-0.001; raising the answer cap past 8 words: always no change |
 | List every matching item (list_items, a prompt edit) | +0.001 val and test; 7 of 8 study children no-change (1 list question in the static set) |
+
+The reflector reaches the two significant edits through signals it reads off the failing cases
+(mstar/offline/signals.py): "the evidence for a when-question says 'last year'" and "the
+retrieved text is cluttered with photo captions" (docs/study-issue18.md, last section).
 
 The latest measured study table is in docs/study-issue18.md.
 """
