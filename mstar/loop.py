@@ -97,8 +97,15 @@ class Evolution:
         self.progress(event)
 
     def _add(self, entry: PoolEntry, res: EvalResult) -> None:
+        self._write_entry(entry, res)
+        self._join(entry, res)
+
+    def _write_entry(self, entry: PoolEntry, res: EvalResult) -> None:
+        """The program's files (each synced to disk); no lock: every entry has files of its own."""
         self.store.write_program(entry.program_id, entry.source)
         self.store.write_cases(entry.program_id, "static", res.to_dict())
+
+    def _join(self, entry: PoolEntry, res: EvalResult) -> None:
         with self._lock:
             self.pool.add(entry)
             self.static_results[entry.program_id] = res
@@ -216,13 +223,17 @@ class Evolution:
                 self.executor.drop_prestart(token)
         if child is None and outcome.source is not None:  # keep the failed child's text for inspection
             self.store.write_program(f"iter_{iteration:03d}_rejected", outcome.source)
+        # Outside the lock other iterations wait on: the child's files (its own) and this
+        # iteration's spend (its calls are all done).
+        if child is not None:
+            self._write_entry(child, res)
+        record.llm = self.router.spent_in(scope)
+        record.replay_keys = self.router.replay_keys(scope)  # for resume (mstar.run.resume)
         with self._lock:  # the child joins, the event is written: the iteration is done
             if child is not None:
-                self._add(child, res)
+                self._join(child, res)
             self.remember(record)
             record.best_static_score = self.pool.best().static_score
-            record.llm = self.router.spent_in(scope)
-            record.replay_keys = self.router.replay_keys(scope)  # for resume (mstar.run.resume)
             timing["gates_s"] = round(outcome.gate_seconds, 3)
             record.timing, record.seconds = timing, round(time.perf_counter() - t0, 3)
             self._event(record)
