@@ -188,7 +188,7 @@ class Evolution:
             + [l for c in cases for l in c["debug_logs"]],
         )
         # The local executor starts each candidate's evaluation worker while its gates run; the
-        # workers of candidates that did not become the child are closed.
+        # ones no evaluation took are closed once the child is evaluated.
         started: dict[str, object] = {}
         begin = getattr(self.executor, "prestart", None)
         outcome = propose_child(
@@ -196,9 +196,6 @@ class Evolution:
             router=self.router, sandbox=self.cfg.sandbox, limits=sandbox_limits(self.cfg.sandbox),
             attempts=ev.compile_fix_attempts, known_sources={e.source for e in seen}, mode=ev.mode,
             on_candidate=(lambda src: started.setdefault(src, begin(src))) if begin else None)
-        for src, token in started.items():
-            if token is not None and not (outcome.status == "ok" and src == outcome.source):
-                self.executor.drop_prestart(token)
         record = events.IterationEvent(
             iteration=iteration, parent_id=parent.program_id, status=outcome.status, title=outcome.title,
             body=outcome.body, attempts=outcome.attempts, parent_static_score=parent.static_score,
@@ -218,7 +215,7 @@ class Evolution:
                 record.evidence = paired_gain(res, parent_res)
             else:
                 record.status = "failed"
-        for token in started.values():   # a child's worker its evaluation did not take (no-op if it did)
+        for token in started.values():   # dropping a worker an evaluation took is a no-op
             if token is not None:
                 self.executor.drop_prestart(token)
         if child is None and outcome.source is not None:  # keep the failed child's text for inspection
