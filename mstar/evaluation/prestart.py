@@ -13,7 +13,6 @@ evaluation takes it.
 """
 from __future__ import annotations
 
-import hashlib
 import threading
 from concurrent.futures import Future
 from typing import Any, Callable
@@ -28,13 +27,13 @@ class Prestarts:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_key: dict[tuple, tuple[object, ProgramSession, Future]] = {}
+        self._by_key: dict[tuple, tuple[object, ProgramSession, Future]] = {}   # (source, options): token, session, start
         self.started = self.taken = 0   # counts, for tests and benchmarks
 
     def begin(self, source: str, options: tuple, make: Callable[[Any], ProgramSession]) -> object | None:
         """Start a worker for `source` (`make(llm)` builds its session, here without an LLM); a
         token for `drop`, or None when one is already waiting for this program."""
-        key = (_digest(source), options)
+        key = (source, options)
         with self._lock:
             if key in self._by_key:
                 return None
@@ -48,7 +47,7 @@ class Prestarts:
     def take(self, source: str, options: tuple, llm: Callable[[list[dict]], str]) -> tuple[ProgramSession, Future] | None:
         """The waiting worker for `source` (its start as a future), now serving `llm`; or None."""
         with self._lock:
-            found = self._by_key.pop((_digest(source), options), None)
+            found = self._by_key.pop((source, options), None)
             self.taken += found is not None
         if found is None:
             return None
@@ -69,10 +68,6 @@ class Prestarts:
             tokens = [v[0] for v in self._by_key.values()]
         for token in tokens:
             self.drop(token)
-
-
-def _digest(source: str) -> str:
-    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 PRESTARTS = Prestarts()   # process-wide, like the evaluations' threads (mstar.evaluation.pools)
