@@ -86,7 +86,9 @@ class EvolutionConfig:
     split_seed: int = 42               # the static set and episodes depend on this, not on `seed`
                                        # (the paper fixes the split and varies the evolution)
     confirm_top: int = 3               # before the test: the best programs by static score ...
-    confirm_size: int = 100            # ... are scored on this many more validation items
+    confirm_size: int = 100            # ... are scored on this many more validation items;
+    confirm_rounds: int = 3            # while the best two are not significantly apart, another
+                                       # confirm_size items for those two, up to this many rounds
     pick: str = "confirmed"            # the champion: "confirmed" (static + confirmation) or "static"
     prompts: str = "mstar"             # prompt wording: "mstar" (the project's) or "paper" (Appendix G/H)
 

@@ -41,12 +41,14 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
     confirmation, tests, t_test = None, {}, time.perf_counter()
     if stop is None:
         try:
-            confirmation = champ.confirm(evo, ev.confirm_top, ev.confirm_size, ev.split_seed) \
+            confirmation = champ.confirm(evo, ev.confirm_top, ev.confirm_size, ev.split_seed,
+                                         ev.confirm_rounds) \
                 if rule == "confirmed" or ev.confirm_top > 1 else None
             if confirmation is not None:
                 evo._event(events.ConfirmationEvent(
                     items=len(confirmation.items), scores=confirmation.scores, confirmed_id=confirmation.confirmed_id,
-                    static_id=confirmation.static_id, rule=rule, llm=evo.router.spent_in("confirm"),
+                    static_id=confirmation.static_id, rule=rule, rounds=confirmation.rounds,
+                    llm=evo.router.spent_in("confirm"),
                     timing={"seconds": round(time.perf_counter() - t_test, 3),
                             "chain_calls": confirmation.chain_calls}))
             t_test = time.perf_counter()   # the test's own timing starts here

@@ -130,3 +130,4 @@ def test_the_report_names_the_algorithm_and_each_rules_champion(tmp_path):
     html = (tmp_path / "rep.html").read_text()
     assert "selection max" in html and "toolkit budget 3 call(s) per op" in html and "split seed 42" in html
     assert "confirmed: <span class='id'>" in html and "static: <span class='id'>" in html
+    assert "up to 3 rounds" in html

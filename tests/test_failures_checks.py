@@ -42,6 +42,7 @@ def test_a_seed_file_that_passes_its_gates_is_accepted(tmp_path, capsys):
     (["--runtime-fix-rounds", "-2"], "--runtime-fix-rounds -2: give 0 or more"),
     (["--confirm-top", "0"], "--confirm-top 0: give 1 or more"),
     (["--confirm-size", "-5"], "--confirm-size -5: give 0 or more (0 = no confirmation)"),
+    (["--confirm-rounds", "0"], "--confirm-rounds 0: give 1 or more"),
     (["--max-tokens", "0"], "--max-tokens 0: give a budget above 0"),
 ])
 def test_numbers_out_of_range_are_refused_with_one_line(tmp_path, capsys, flags, message):
@@ -57,11 +58,12 @@ def test_algorithm_flags_reach_the_run_configuration():
 
     args = build_parser().parse_args(["evolve", "--selection", "max", "--tau", "0.3", "--toolkit-budget", "4",
                                       "--runtime-fix-rounds", "0", "--split-seed", "7", "--confirm-top", "2",
-                                      "--confirm-size", "20", "--pick", "static", "--prompts", "paper"])
+                                      "--confirm-size", "20", "--confirm-rounds", "5", "--pick", "static",
+                                      "--prompts", "paper"])
     cfg = resolve_config(args)
     ev = cfg.evolution
-    assert (ev.selection, ev.tau, ev.runtime_fix_rounds, ev.split_seed, ev.confirm_top, ev.confirm_size, ev.pick,
-            ev.prompts) == ("max", 0.3, 0, 7, 2, 20, "static", "paper")
+    assert (ev.selection, ev.tau, ev.runtime_fix_rounds, ev.split_seed, ev.confirm_top, ev.confirm_size,
+            ev.confirm_rounds, ev.pick, ev.prompts) == ("max", 0.3, 0, 7, 2, 20, 5, "static", "paper")
     assert cfg.sandbox.llm_calls_per_op == 4
     defaults = resolve_config(build_parser().parse_args(["evolve"]))
     assert defaults.evolution.selection == "softmax" and defaults.sandbox.llm_calls_per_op == 1

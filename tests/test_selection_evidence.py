@@ -62,6 +62,69 @@ def test_confirmation_picks_the_program_that_holds_up_not_the_luckiest():
     assert got.champion("static") == "lucky" and got.champion("confirmed") == "steady"
     assert got.scores["steady"]["n"] == 110 and got.scores["lucky"]["union"] < got.scores["steady"]["union"]
     assert len(got.items) == 100 and not set(got.items) & set(range(10))     # outside the static set
+    raced = champion.confirm(evo, top=3, size=100, split_seed=42, rounds=3)
+    assert raced.confirmed_id == "steady" and len(raced.rounds) == 1 and raced.rounds[0]["decided"]
+    assert raced.items == got.items          # a clear lead: no second round, the same sample
+
+
+def _race(scores_of, static_size=10, validation=600, top=3, rounds=3):
+    """confirm() on three programs whose score on validation item i is scores_of[source](i)."""
+    static_ids = list(range(static_size))
+    pool = Pool()
+    for pid, src in (("a", "a-src"), ("b", "b-src"), ("c", "c-src")):
+        pool.add(PoolEntry(pid, None, 0, src, 0.5, ""))
+    static = {pid: _result([0.5] * static_size, [f"v{i}" for i in static_ids]) for pid in "abc"}
+    asked = []
+
+    class Executor:
+        def run(self, job):
+            asked.append((job.source, job.indices))
+            return _result([scores_of[job.source](i) for i in job.indices], [f"v{i}" for i in job.indices])
+
+    evo = SimpleNamespace(pool=pool, executor=Executor(), task=SimpleNamespace(validation=list(range(validation))),
+                          split=SimpleNamespace(static=static_ids), static_result=static.get)
+    return champion.confirm(evo, top=top, size=100, split_seed=42, rounds=rounds), asked
+
+
+def _noise():
+    """The first round's items, and two per-item noises that are balanced on them (each item's
+    rank among its round's items decides), so that the paired differences vary."""
+    batches = champion.confirmation_batches(600, list(range(10)), 100, 5, 42)
+    rank = {i: r for b in batches for r, i in enumerate(b)}
+    return (set(batches[0]), lambda i: 0.9 if rank.get(i, i) % 2 else 0.1,
+            lambda i: 0.9 if (rank.get(i, i) // 2) % 2 else 0.1)
+
+
+def test_an_undecided_confirmation_races_the_best_two_on_fresh_items():
+    """On the first 100 items `a` leads `b` within the noise; on more items `b` is better."""
+    first, noisy, other = _noise()
+    scores_of = {"a-src": lambda i: noisy(i) + (0.04 if i in first else -0.1),
+                 "b-src": lambda i: other(i) + 0.02, "c-src": lambda i: 0.2}
+    got, asked = _race(scores_of)
+    assert got.confirmed_id == "b" and got.static_id == "a"
+    r1, r2 = got.rounds[0], got.rounds[1]
+    assert (r1["leader"], r1["runner_up"], r1["decided"]) == ("a", "b", False)
+    assert r1["gap"]["low"] < 0 < r1["gap"]["high"]                             # not significant after 100
+    assert r2["programs"] == ["a", "b"] and r2["leader"] == "b"                  # c is out after round 1
+    rounds_of = {src: [set(ix) for s, ix in asked if s == src] for src in scores_of}
+    assert len(rounds_of["c-src"]) == 1 and len(rounds_of["a-src"]) == len(got.rounds) >= 2
+    items = rounds_of["a-src"]
+    assert not items[0] & items[1] and not (items[0] | items[1]) & set(range(10))   # fresh items each round
+    assert got.scores["b"]["n"] == 10 + 100 * len(got.rounds) and got.scores["c"]["rounds"] == 1
+    assert got.items == sorted(items[0]) + sorted(items[1]) + [i for s in items[2:] for i in sorted(s)]
+
+
+def test_one_round_is_the_single_sample_and_the_race_stops_when_items_run_out():
+    first, noisy, other = _noise()
+    scores_of = {"a-src": lambda i: noisy(i) + (0.04 if i in first else -0.1),
+                 "b-src": lambda i: other(i) + 0.02, "c-src": lambda i: 0.2}
+    single, _ = _race(scores_of, rounds=1)
+    assert single.confirmed_id == "a" and len(single.rounds) == 1 and len(single.items) == 100
+    even = {"a-src": noisy, "b-src": noisy, "c-src": lambda i: 0.0}            # a and b never part
+    short, asked = _race(even, validation=260, rounds=5)
+    assert [len(r["programs"]) for r in short.rounds] == [3, 2, 2]              # 250 items: 100 + 100 + 50
+    assert [r["items"] for r in short.rounds] == [100, 100, 50] and short.confirmed_id == "a"
+    assert len(set(short.items)) == 250 and not set(short.items) & set(range(10))
 
 
 def test_pick_static_keeps_the_papers_rule_and_both_choices_are_recorded(tmp_path):

@@ -92,6 +92,9 @@ def add_algorithm_args(p: argparse.ArgumentParser) -> None:
                    help="before the test, the N best programs by static score are scored on more items")
     p.add_argument("--confirm-size", type=int, default=ev.confirm_size, metavar="N",
                    help="validation items of that confirmation (0 = none)")
+    p.add_argument("--confirm-rounds", type=int, default=ev.confirm_rounds, metavar="N",
+                   help="while the best two are not significantly apart, score them on another "
+                        "--confirm-size items, up to N rounds (1 = one sample)")
     p.add_argument("--pick", choices=("confirmed", "static"), default=ev.pick,
                    help="the champion: best after confirmation, or best static score")
     p.add_argument("--prompts", choices=("mstar", "paper"), default=ev.prompts,
@@ -153,7 +156,7 @@ def resolve_config(args) -> RunConfig:
 
 
 ALGORITHM_FIELDS = ("selection", "tau", "runtime_fix_rounds", "split_seed", "confirm_top", "confirm_size",
-                    "pick", "prompts")
+                    "confirm_rounds", "pick", "prompts")
 
 
 def check_numbers(args) -> str | None:
@@ -162,7 +165,7 @@ def check_numbers(args) -> str | None:
              ("parallel", 1, "1 or more (1 = one iteration at a time)"), ("keep_sessions", 0, "0 or more"),
              ("prompt_budget", 1000, "1000 or more"), ("toolkit_budget", 0, "0 or more"),
              ("runtime_fix_rounds", 0, "0 or more"), ("confirm_top", 1, "1 or more"),
-             ("confirm_size", 0, "0 or more (0 = no confirmation)"))
+             ("confirm_size", 0, "0 or more (0 = no confirmation)"), ("confirm_rounds", 1, "1 or more"))
     for name, low, what in rules:
         value = getattr(args, name, None)
         if value is not None and value < low:

@@ -83,6 +83,7 @@ class ConfirmationEvent:
     confirmed_id: str | None = None         # best on static + confirmation items
     static_id: str | None = None            # best static score (the paper's rule)
     rule: str = "confirmed"                 # which of the two is the run's champion
+    rounds: list = field(default_factory=list)   # the race: items, programs, leader, runner_up, gap, decided
     llm: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)   # seconds (the test's are apart), chain_calls
 

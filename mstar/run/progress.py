@@ -102,8 +102,10 @@ class ProgressPrinter:
             self._say(f"          {ev.title[:100]}")
         elif isinstance(ev, ev_types.ConfirmationEvent) and ev.scores:
             ranked = ", ".join(f"{pid} {sc['union']:.3f}" for pid, sc in ev.scores.items())
-            self._say(f"check top {len(ev.scores)} on {ev.items} more validation items (static + these): {ranked}; "
-                      f"champion {ev.confirmed_id if ev.rule == 'confirmed' else ev.static_id} (--pick {ev.rule})")
+            race = f" in {len(ev.rounds)} rounds" if len(ev.rounds) > 1 else ""
+            self._say(f"check top {len(ev.scores)} on {ev.items} more validation items{race} (static + these): "
+                      f"{ranked}; champion {ev.confirmed_id if ev.rule == 'confirmed' else ev.static_id} "
+                      f"(--pick {ev.rule})")
         elif isinstance(ev, ev_types.TestEvent):
             score = f"{ev.test_score:.3f}" if ev.test_score is not None else "-"
             self._say(f"test  {ev.program_id:<{self.id_w}} score {score}{_errors(ev.case_errors)}  spend {self.spend_text()}")

@@ -81,9 +81,23 @@ def _algorithm(evo: dict, sandbox: dict) -> str:
              f"runtime-fix rounds {_e(evo.get('runtime_fix_rounds', '-'))}",
              f"split seed {_e(evo.get('split_seed', '-'))}",
              f"champion by {_e(evo.get('pick', 'static'))} (confirm top {_e(evo.get('confirm_top', '-'))} "
-             f"on {_e(evo.get('confirm_size', '-'))} items)",
+             f"on {_e(evo.get('confirm_size', '-'))} items, up to {_e(evo.get('confirm_rounds', 1))} rounds)",
              f"prompts {_e(evo.get('prompts', 'mstar'))}", f"parallel {_e(evo.get('parallel', 1))}"]
     return ", ".join(parts)
+
+
+def _confirmation(ev) -> str:
+    """The race before the test: each program's score on static + confirmation items, then each
+    round's leader against its runner-up (paired, 95%)."""
+    out = [", ".join(f"<span class='id'>{_e(pid)}</span> {_score(sc.get('union'))} on {_e(sc.get('n'))} items"
+                     for pid, sc in ev.scores.items())]
+    for r in ev.rounds:
+        gap = r.get("gap") or {}
+        out.append(f"round {_e(r.get('round'))} ({_e(r.get('items'))} items): <span class='id'>{_e(r.get('leader'))}"
+                   f"</span> ahead of <span class='id'>{_e(r.get('runner_up'))}</span> by {gap.get('mean', 0):+.3f} "
+                   f"[{gap.get('low', 0):+.3f}, {gap.get('high', 0):+.3f}]"
+                   + (" -- decided" if r.get("decided") else ""))
+    return "<br>".join(out)
 
 
 def _champion(summary: dict) -> str:
@@ -132,6 +146,9 @@ def _summary(view: RunView, nodes: list[LineageNode]) -> str:
         if view.summary.get("picks") or view.summary.get("test_gain"):
             rows.append(("champion", f"chosen by {_e(view.summary.get('pick_rule', 'static'))}<br>"
                                      + _champion(view.summary)))
+        conf = next((e for e in view.events if isinstance(e, ev_types.ConfirmationEvent) and e.scores), None)
+        if conf is not None:
+            rows.append(("confirmation", _confirmation(conf)))
     unscored = sum(n.case_errors for n in nodes)
     if unscored:
         rows.append(("LLM errors", f"{unscored} case evaluation(s) not scored because an LLM call failed "
