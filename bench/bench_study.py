@@ -7,7 +7,7 @@
 
 Runs `evolve.py --task T --seed s --iterations I` once per seed (fresh processes, at most --jobs
 at once; everything else at its default: `--pick confirmed`, `--confirm-top 3`, `--confirm-size
-100`), then reads each run folder:
+100`, `--confirm-rounds 3`), then reads each run folder:
 
 - summary.json: the champion of each rule (confirmed / static) with its test score, the best
   seed by static score and its test score;
