@@ -34,6 +34,7 @@ from sandbox.engine.launchers import default_launcher, set_default_launcher
 from sandbox.engine.layers import ENGINE_LAYERS, log_layer_warnings
 from sandbox.engine.llm_proxy import serve_llm_request
 from sandbox.engine.received import check_load_reply, check_logs, check_str_list
+from sandbox.engine.spares import SPARES
 from sandbox.protocol import (FrameError, LoadInfo, OpResult, SandboxError, SandboxLimits, Verdict,
                               encode_frame)
 
@@ -186,7 +187,8 @@ class ProgramSession:
             self._fail(Verdict(False, "static", "intake", "NUL byte", "source contains a NUL byte"))
 
     def _spawn(self) -> dict[str, Any]:
-        self._worker = spawn(self.launcher, self.limits)
+        # A worker launched ahead, when the engine keeps spares (sandbox.engine.spares).
+        self._worker = SPARES.take(self.launcher, self.limits) or spawn(self.launcher, self.limits)
         # Kills the worker even if the engine drops the session without close() (or exits).
         self._finalizer = weakref.finalize(self, self._worker.end)
         self._channel = EngineChannel(self._worker.frames_in, self._worker.frames_out, self._worker.output,
