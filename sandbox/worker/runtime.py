@@ -158,18 +158,25 @@ def build_namespace(allowed_imports: Sequence[str], log: Callable[[str], None],
         if name == "obj" and isinstance(obj, BaseException):
             raise AttributeError('"obj" of an exception is not available in the sandbox')
 
+    def lookup(obj: Any, name: str, default: Any) -> tuple[bool, Any]:
+        """(True, the attribute), or (False, `default`) when it is missing and a default was
+        given: the caller's own value, returned as it is."""
+        try:
+            return True, getattr(obj, name)
+        except AttributeError:
+            if default is _MISSING:
+                raise
+            return False, default
+
     def guarded_getattr(obj: Any, name: str, default: Any = _MISSING) -> Any:
         if type(name) is str and name[:1] != "_" and name not in INSPECT_ATTRIBUTES and name != "obj":
             # The common case, kept short: a public name that no rule of check_readable is about
             # (a read of a speaker-indexed program makes ~3,000 attribute reads, and the full
-            # path was a third of its time). Its value gets the same checks as below; none of
+            # path was half of its time). Its value gets the same checks as below; none of
             # the dunder-name checks applies to it.
-            try:
-                value = getattr(obj, name)
-            except AttributeError:
-                if default is _MISSING:
-                    raise
-                return default
+            found, value = lookup(obj, name, default)
+            if not found:
+                return value
             kind = type(value)
             if kind in _PLAIN_VALUES:
                 return value
@@ -190,12 +197,9 @@ def build_namespace(allowed_imports: Sequence[str], log: Callable[[str], None],
             if default is not _MISSING and name.startswith("_") and not name.startswith("__"):
                 return default
             raise
-        try:
-            value = getattr(obj, name)
-        except AttributeError:
-            if default is _MISSING:
-                raise
-            return default
+        found, value = lookup(obj, name, default)
+        if not found:
+            return value
         if name == "__class__" and not type_visible(value):
             raise AttributeError(f'"__class__" of a {type(obj).__name__} object is not available '
                                  "to memory programs; use isinstance()")
