@@ -29,6 +29,7 @@ class Spares:
         self._waiting: dict[tuple, list[WorkerProcess]] = {}
         self._per_kind = 0
         self._jobs: queue.SimpleQueue | None = None
+        self._jobs_pid = 0                 # threads do not survive a fork: a child starts its own
         self.taken = self.launched = 0   # counts, for tests and benchmarks
 
     def keep(self, n: int) -> None:
@@ -43,7 +44,8 @@ class Spares:
         launched in the background for the next session."""
         if self._per_kind <= 0:
             return None
-        key = (os.getpid(), id(launcher), json.dumps(limits.to_json(), sort_keys=True))
+        # The launcher itself, not its id(): a dropped launcher's id may name a new one later.
+        key = (os.getpid(), launcher, json.dumps(limits.to_json(), sort_keys=True))
         found, dead = None, []
         with self._lock:
             waiting = self._waiting.setdefault(key, [])
@@ -84,8 +86,8 @@ class Spares:
 
     def _submit(self, job) -> None:
         with self._lock:
-            if self._jobs is None:
-                self._jobs = queue.SimpleQueue()
+            if self._jobs is None or self._jobs_pid != os.getpid():
+                self._jobs, self._jobs_pid = queue.SimpleQueue(), os.getpid()
                 threading.Thread(target=self._run, args=(self._jobs,), name="sandbox-spares", daemon=True).start()
             self._jobs.put(job)
 
