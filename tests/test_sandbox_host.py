@@ -453,14 +453,37 @@ class KnowledgeBase:
 '''
 
 
-def test_a_result_that_arrives_after_the_deadline_is_a_timeout():
-    """A program that busy-waits exactly the limit finishes a hair after the engine's deadline
-    (its clock starts once the request has arrived): late by a millisecond is late."""
+def test_a_program_that_runs_past_the_limit_is_a_timeout_even_if_it_then_answers():
+    """The program busy-waits a little longer than the limit and then returns normally: the
+    engine gives up at its deadline and kills the worker; the answer counts for nothing.
+    (20 ms past the limit: an exact-limit wait would race the two processes' clocks.)"""
     with ProgramSession(BUSY_FOR, limits=SandboxLimits(call_timeout_s=1.0)) as s:  # default imports
         s.start()
         assert s.read({"text": "0.3"}).output == "done"
         with pytest.raises(SandboxError) as err:
-            s.read({"text": "1.0"})
+            s.read({"text": "1.02"})
+    assert (err.value.verdict.stage, err.value.verdict.rule) == ("read", "timeout")
+
+
+def test_a_result_frame_taken_in_after_the_deadline_is_a_timeout():
+    """A result can reach the engine in the last instant and be looked at only after the deadline
+    (the engine's thread was descheduled, say). In by a hair is still late. The channel here
+    hands the frame over only once the deadline has passed, so the rule is met every time."""
+    with ProgramSession(BUSY_FOR, limits=SandboxLimits(call_timeout_s=1.0)) as s:
+        s.start()
+        channel = s._channel
+        on_time = channel.next_frame
+
+        def late(op_id, deadline):
+            frame = on_time(op_id, deadline)
+            while time.monotonic() <= deadline:
+                time.sleep(0.01)
+            return frame
+
+        assert s.read({"text": "0"}).output == "done"  # delivered on time: a normal answer
+        channel.next_frame = late
+        with pytest.raises(SandboxError) as err:
+            s.read({"text": "0"})
     assert (err.value.verdict.stage, err.value.verdict.rule) == ("read", "timeout")
 
 
