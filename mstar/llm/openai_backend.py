@@ -9,6 +9,7 @@ with a message that says what to fix).
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -57,7 +58,14 @@ class OpenAIBackend:
         oa, who = self._openai, f"role {self.role!r} ({self.model} at {self.base_url or 'api.openai.com'})"
         start = time.perf_counter()
         try:
-            resp = self._client.chat.completions.create(model=self.model, messages=messages, **self.request_params())
+            # The client's own post() (same connection pool, headers, timeout and errors as
+            # chat.completions.create) with the body as we built it and the reply as bytes: create()
+            # walks the messages through its type transforms and builds pydantic models of the reply,
+            # ~1 ms of this process's CPU a call (measured: 2.9 -> 1.8 ms at 64 threads) that every
+            # other request in flight waits on. The reply is checked below instead.
+            raw = self._client.post("/chat/completions", cast_to=bytes,
+                                    body={"model": self.model, "messages": messages, **self.request_params()})
+            resp = _completion(json.loads(raw))
         except oa.APITimeoutError as exc:
             raise TransientLLMError(f"{who}: timed out after {self._cfg.timeout_s:g}s", kind="timeout") from exc
         except oa.APIConnectionError as exc:
@@ -82,26 +90,56 @@ class OpenAIBackend:
             raise TransientLLMError(f"{who}: unreadable response ({type(exc).__name__}: {str(exc)[:200]})",
                                     kind="malformed") from exc
         latency = time.perf_counter() - start
-        choices = getattr(resp, "choices", None)
-        if not choices:
+        if resp is None:
             raise TransientLLMError(f"{who}: the server returned no choices", kind="malformed")
-        choice = choices[0]
-        text = (choice.message.content if choice.message else None) or ""
-        finish = choice.finish_reason or "stop"
+        text, finish, model, usage = resp
         if not text.strip():
             raise EmptyCompletionError(f"{who}: empty completion (finish_reason={finish})")
-        usage = resp.usage
-        details = getattr(usage, "prompt_tokens_details", None) if usage else None
         return ChatResponse(
             text=text,
-            model=resp.model or self.model,
+            model=model or self.model,
             backend=self.name,
-            prompt_tokens=usage.prompt_tokens if usage else estimate_tokens(messages_text(messages)),
-            completion_tokens=usage.completion_tokens if usage else estimate_tokens(text),
+            prompt_tokens=usage["prompt"] if usage else estimate_tokens(messages_text(messages)),
+            completion_tokens=usage["completion"] if usage else estimate_tokens(text),
             latency_s=latency,
             finish_reason=finish,
-            cached_tokens=(getattr(details, "cached_tokens", None) or 0) if details else 0,
+            cached_tokens=usage["cached"] if usage else 0,
         )
+
+
+def _completion(data: object) -> tuple[str, str, str, dict | None] | None:
+    """(text, finish_reason, model, usage) of a chat completion body, None when it has no choice;
+    ValueError when it is not shaped like one (the caller treats that as a glitch worth a retry)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"the body is a JSON {type(data).__name__}, not an object")
+    choices = data.get("choices")
+    if not choices:
+        return None
+    choice = choices[0] if isinstance(choices, list) else None
+    if not isinstance(choice, dict):
+        raise ValueError("choices[0] is not an object")
+    message = choice.get("message") or {}
+    content = message.get("content") if isinstance(message, dict) else None
+    if content is not None and not isinstance(content, str):
+        raise ValueError("choices[0].message.content is not a string")
+    finish = choice.get("finish_reason") or "stop"
+    model = data.get("model") if isinstance(data.get("model"), str) else ""
+    usage = data.get("usage")
+    counts = None
+    if isinstance(usage, dict):
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        counts = {"prompt": _count(usage.get("prompt_tokens")), "completion": _count(usage.get("completion_tokens")),
+                  "cached": _count(cached)}
+    return content or "", str(finish), model, counts
+
+
+def _count(value: object) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"a token count is {value!r}, not an integer")
+    return value
 
 
 def _brief(exc: Exception) -> str:
