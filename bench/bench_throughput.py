@@ -24,7 +24,9 @@ confirmation before it -- mstar's own step, the official engine has none -- is t
 left out of the iteration phase), children
 per hour at K=4 vs K=1, and the same run on a local Ray of 2 workers (overhead per evaluation;
 lineage shape, spend counted once). Each configuration runs once untimed first, so that the
-server has learnt its replies and spends no CPU of its own in the timed run.
+server has learnt its replies and spends no CPU of its own in the timed run. A core-speed line
+(one fixed Python loop, before and after) tells how fast the machine was meanwhile: on a shared
+2-core machine the same code has measured up to 1.5x slower from one hour to the next.
 """
 from __future__ import annotations
 
@@ -86,6 +88,18 @@ def config_file(folder: Path, url: str, cache: str) -> Path:
     path = folder / f"fake-{cache}.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def core_speed() -> float:
+    """Milliseconds one core takes for a fixed pure-Python loop (best of three). Printed before
+    and after the runs: on a shared machine the same code measures differently from hour to hour,
+    and this says how fast the machine was while these figures were taken."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        sum(range(20_000_000))
+        best = min(best, time.perf_counter() - t0)
+    return best * 1000
 
 
 def cpu_busy() -> float:
@@ -207,6 +221,7 @@ def main() -> int:
         print(f"needs LoCoMo at {LOCOMO} (../shared/data beside the clone)", file=sys.stderr)
         return 2
     L, n = args.latency, args.iterations
+    speed_before = core_speed()
     with tempfile.TemporaryDirectory() as tmp, fake_server(L) as url:
         tmp = Path(tmp)
         task = build_task(tmp)
@@ -237,6 +252,8 @@ def main() -> int:
     r, f = results["reuse"], results["fresh"]
     print(f"fake server at {L * 1000:.0f} ms per call, {IN_FLIGHT} calls in flight per role, response cache on; "
           f"LoCoMo, 30 sessions, static 25, rotating 5, {n} iterations")
+    print(f"core speed (a fixed Python loop, lower is faster): {speed_before:.0f} ms before the runs, "
+          f"{core_speed():.0f} ms after")
     print()
     print(f"| {'figure (seconds)':<44} | {'wall':>8} | {'bound':>8} | {'ratio':>7} | {'target':<12} |")
     print(f"|{'-' * 46}|{'-' * 10}|{'-' * 10}|{'-' * 9}|{'-' * 14}|")
