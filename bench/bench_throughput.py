@@ -26,7 +26,7 @@ per hour at K=4 vs K=1, and the same run on a local Ray of 2 workers (overhead p
 lineage shape, spend counted once). Each configuration runs once untimed first, so that the
 server has learnt its replies and spends no CPU of its own in the timed run. A core-speed line
 (one fixed Python loop, before and after) tells how fast the machine was meanwhile: on a shared
-2-core machine the same code has measured up to 1.5x slower from one hour to the next.
+2-core machine that loop has taken 1.85x longer at the start of one run than at its end.
 """
 from __future__ import annotations
 
