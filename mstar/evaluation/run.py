@@ -65,13 +65,14 @@ class _Calls:
         self.router, self.total, self.failed, self.last = router, 0, 0, ""
         self._lock = threading.Lock()
 
-    def text(self, role: str, messages: list[dict]) -> tuple[str, str | None, int]:
+    def text(self, role: str, messages: list[dict], urgent: bool = False) -> tuple[str, str | None, int]:
         """(reply, error, waited): waited is 1 when a request was made, 0 when the response
-        cache answered -- what the critical-path bound counts."""
+        cache answered -- what the critical-path bound counts. `urgent`: served before the
+        role's other waiting calls (extractions: each gates the writes after it)."""
         with self._lock:
             self.total += 1
         try:
-            resp = self.router.call(role, messages, allow_truncated=False)
+            resp = self.router.call(role, messages, allow_truncated=False, urgent=urgent)
             return resp.text, None, 0 if resp.cache_hit else 1
         except FatalLLMError:
             raise
@@ -204,7 +205,8 @@ def evaluate(
         try:
             if kept is None:
                 pending += [llm_pool.submit(calls.text, "task", agent.build_extraction_messages(
-                    consts["INSTRUCTION_KNOWLEDGE_ITEM"], ep.text, info.knowledge_item_schema)) for ep in episodes]
+                    consts["INSTRUCTION_KNOWLEDGE_ITEM"], ep.text, info.knowledge_item_schema), True)
+                            for ep in episodes]
             q_futs = [llm_pool.submit(calls.text, "task", m) for m in q_msgs]
             pending += q_futs
             if kept is None and starting is not None:

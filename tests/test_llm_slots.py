@@ -1,0 +1,133 @@
+"""A role's calls in flight (mstar/llm/slots.py): the limit holds, an urgent call overtakes the
+waiting ordinary ones, calls of one class go in the order they asked, and a freed slot goes to a
+waiter, not to a newcomer. Also through the router: an extraction asked after a queue of
+formulations reaches the endpoint first."""
+import threading
+import time
+
+import pytest
+
+from mstar.llm.router import LLMRouter, RolePolicy
+from mstar.llm.slots import Slots
+from mstar.llm.types import ChatResponse
+
+
+def _wait_until(cond, timeout=5.0):
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError("timed out")
+        time.sleep(0.002)
+
+
+def _queue(slots, order, names_and_urgency):
+    """Start one thread per (name, urgent), each in turn only once the previous one is waiting;
+    each records its name when it gets a slot and gives the slot back at once."""
+    threads = []
+    for name, urgent in names_and_urgency:
+        def run(name=name, urgent=urgent):
+            with slots.held(urgent):
+                order.append(name)
+        t = threading.Thread(target=run)
+        before = slots.waiting()
+        t.start()
+        _wait_until(lambda: slots.waiting() == before + 1)
+        threads.append(t)
+    return threads
+
+
+def test_an_urgent_call_overtakes_waiting_ordinary_ones_and_each_class_keeps_its_order():
+    slots, order = Slots(1), []
+    slots.acquire()   # the one slot is busy: everyone below waits
+    threads = _queue(slots, order, [("f1", False), ("f2", False), ("x1", True), ("f3", False), ("x2", True)])
+    slots.release()
+    for t in threads:
+        t.join(5)
+    assert order == ["x1", "x2", "f1", "f2", "f3"]
+
+
+def test_a_freed_slot_goes_to_the_waiter_not_to_a_newcomer():
+    slots, order = Slots(1), []
+    slots.acquire()
+    threads = _queue(slots, order, [("waiter", False)])
+    slots.release()          # handed to "waiter" right here ...
+    got_it = threading.Event()
+
+    def newcomer():
+        with slots.held(True):   # ... so even an urgent newcomer queues behind it
+            order.append("newcomer")
+            got_it.set()
+    t = threading.Thread(target=newcomer)
+    t.start()
+    assert got_it.wait(5)
+    for th in threads + [t]:
+        th.join(5)
+    assert order == ["waiter", "newcomer"]
+
+
+def test_never_more_than_the_limit_at_once_and_every_slot_comes_back():
+    slots, lock = Slots(3), threading.Lock()
+    state = {"now": 0, "peak": 0}
+
+    def work(i):
+        with slots.held(i % 3 == 0):
+            with lock:
+                state["now"] += 1
+                state["peak"] = max(state["peak"], state["now"])
+            time.sleep(0.01)
+            with lock:
+                state["now"] -= 1
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert state["peak"] == 3
+    for _ in range(3):           # all three free again: taken without waiting
+        slots.acquire()
+    assert slots.waiting() == 0
+    with pytest.raises(ValueError):
+        Slots(0)
+
+
+def test_releasing_a_slot_nobody_holds_is_an_error():
+    slots = Slots(2)
+    with pytest.raises(RuntimeError, match="not held"):
+        slots.release()
+
+
+class _Gate:
+    """A backend whose calls wait until the test opens the gate; it records what it was asked."""
+    name, model = "test", "gate"
+
+    def __init__(self):
+        self.open, self.asked = threading.Event(), []
+        self.lock = threading.Lock()
+
+    def complete(self, messages):
+        with self.lock:
+            self.asked.append(messages[-1]["content"])
+        self.open.wait(10)
+        return ChatResponse(text="ok", model="gate", backend="test")
+
+
+def test_the_router_sends_an_urgent_call_before_the_ordinary_ones_waiting_for_the_role():
+    gate = _Gate()
+    backends = {r: gate for r in ("task", "reflector", "toolkit", "judge")}
+    router = LLMRouter(backends, policies={"task": RolePolicy(concurrency=1)})
+    threads = []
+
+    def ask(text, urgent):
+        t = threading.Thread(target=router.call, args=("task", [{"role": "user", "content": text}]),
+                             kwargs={"urgent": urgent})
+        t.start()
+        threads.append(t)
+    ask("first", False)
+    _wait_until(lambda: gate.asked == ["first"])           # holds the role's only slot
+    for i, (text, urgent) in enumerate([("formulate 1", False), ("formulate 2", False), ("extract 1", True)]):
+        ask(text, urgent)
+        _wait_until(lambda: router._slots["task"].waiting() == i + 1)
+    gate.open.set()
+    for t in threads:
+        t.join(10)
+    assert gate.asked == ["first", "extract 1", "formulate 1", "formulate 2"]
