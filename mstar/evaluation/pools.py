@@ -29,8 +29,9 @@ _pools_lock = threading.Lock()
 
 
 def shared_pool(kind: str) -> ThreadPoolExecutor:
-    """The process's pool for one kind of task ("llm": calls and worker starts; "case": reads and
-    answers). Kept apart so that a case waiting on its calls never holds a thread a call needs."""
+    """The process's pool for one kind of task ("start": worker starts; "llm": calls; "case": reads
+    and answers). Kept apart so that a case waiting on its calls never holds a thread a call needs,
+    and a worker's start never waits behind the calls other evaluations asked first."""
     with _pools_lock:
         pool = _pools.get(kind)
         if pool is None:
