@@ -16,6 +16,7 @@ resumably; it is never scored.
 """
 from __future__ import annotations
 
+import gc
 import random
 import threading
 import time
@@ -272,6 +273,11 @@ class Evolution:
         """The whole run. `todo`: the iterations still to do (a resumed run, mstar/run/resume.py,
         has rebuilt the pool and failure memory); default all of them."""
         t0 = time.perf_counter()
+        # What start-up built (imported modules, the task, the split) lives as long as the run.
+        # Frozen for the run, the collector no longer walks it: its full collections, which hold
+        # the GIL and so every call in flight, went from 0.12-0.16 s to 0.02-0.03 s (LoCoMo, 30
+        # sessions). Garbage frozen with it is collected once the run unfreezes it at its end.
+        gc.freeze()
         self.store.write_json("split.json", self.split.to_dict())
         todo = list(range(1, self.cfg.evolution.iterations + 1)) if todo is None else list(todo)
         done_before = self.cfg.evolution.iterations - len(todo)
@@ -284,6 +290,7 @@ class Evolution:
             return self.finish(t0, stop, done_before + done if stop else None)
         finally:
             self.executor.close()
+            gc.unfreeze()   # a process that goes on (a notebook, the tests) collects it again
 
     def _iterations(self, todo: list[int]) -> tuple[_Stop | None, int]:
         """Up to `parallel` iterations at once; a budget is checked before each one starts."""
