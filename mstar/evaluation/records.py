@@ -55,6 +55,7 @@ class WriteRecord:
     llm_error: str | None = None       # the extraction failed after retries (defaults were written)
     toolkit_calls: int = 0
     waits: dict = field(default_factory=dict)   # requests made per step: extract, toolkit
+    seconds: float = 0.0               # the worker's write() (toolkit calls included)
 
 
 @dataclass
@@ -74,6 +75,8 @@ class EvalResult:
     load_warnings: list[str] = field(default_factory=list)   # "contract: ..." notes (shown to the reflector)
     chain_calls: int = 0                # LLM calls that had to happen one after another (benchmarks'
                                         # critical-path bound: chain_calls x latency)
+    write_seconds: float = 0.0          # the writes, one after another in the worker (0 when reused):
+                                        # program work on the critical path that the bound counts as 0
 
     def critical_chain(self) -> int:
         """The longest run of requests that depend on each other in this evaluation (a call the
@@ -115,4 +118,5 @@ def summarise(cases: list[CaseResult], writes: list[WriteRecord], fatal: dict | 
     return EvalResult(mean, cases, writes, per_cat, fatal, seconds, sandbox_seconds,
                       case_errors=sum(1 for c in cases if c.llm_error is not None),
                       corrupt_cases=sum(1 for c in cases if c.corrupt and c.llm_error is None),
-                      failed_calls=failed_calls, calls=calls, reused_kb=reused)
+                      failed_calls=failed_calls, calls=calls, reused_kb=reused,
+                      write_seconds=0.0 if reused else round(sum(w.seconds for w in writes), 3))

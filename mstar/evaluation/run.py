@@ -298,12 +298,14 @@ def _ingest(program: _Program, episodes, extract, info, progress) -> list[WriteR
                           llm_error=f"task agent failed: {err}" if err else None, waits={"extract": waited})
         if program.fatal is None:
             failures = program.toolkit.watch(program.calls)
+            t_write = time.perf_counter()
             try:
                 res = program.op(program.session.write, item, ep.text)
                 rec.debug_logs, rec.toolkit_calls = res.logs, res.llm_calls
                 rec.waits["toolkit"] = program.toolkit.waited()
             except SandboxError as exc:
                 rec.error = str(exc)
+            rec.seconds = round(time.perf_counter() - t_write, 4)
             program.toolkit.check()
             if failures:
                 rec.llm_error = rec.llm_error or f"toolkit call failed: {failures[-1]}"

@@ -1,0 +1,43 @@
+"""The write time an evaluation records (EvalResult.write_seconds, `write_s` in the lineage's
+timing): the worker's writes, one after another -- the program work the benchmarks' critical-path
+bound leaves out. Each write keeps its own seconds in the cases file; their sum is the
+evaluation's, and the final evaluation reports its slowest program."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mstar.cli import main
+from mstar.evaluation.records import EvalResult, WriteRecord, summarise
+from mstar.run import events as ev_types
+
+SMALL = ["--task", "sample", "--size", "0.3", "--static-size", "6", "--confirm-size", "0", "--quiet",
+         "--iterations", "1"]
+
+
+def test_each_write_is_timed_and_the_evaluation_sums_them(tmp_path):
+    out = tmp_path / "run"
+    assert main(["evolve", *SMALL, "--out", str(out)]) == 0
+    evs = ev_types.read_lineage(out / "lineage.jsonl")
+    seeds = ev_types.seeds(evs)
+    assert seeds
+    for e in seeds:
+        record = json.loads((out / "cases" / f"{e.program_id}.static.json").read_text())
+        seconds = [w["seconds"] for w in record["writes"]]
+        assert seconds and all(s > 0 for s in seconds)              # every write was timed
+        assert record["write_seconds"] == pytest.approx(sum(seconds), abs=2e-3)
+        assert e.timing["write_s"] == record["write_seconds"]
+        assert record["write_seconds"] < e.timing["eval_s"]          # a part of the evaluation
+    test = next(e for e in evs if isinstance(e, ev_types.TestEvent))
+    tested = [json.loads(p.read_text())["write_seconds"] for p in (out / "cases").glob("*.test.json")]
+    assert tested and test.timing["write_s"] == max(tested)
+
+
+def test_an_evaluation_on_a_kept_knowledge_base_wrote_nothing():
+    writes = [WriteRecord("e1", "text", {}, seconds=0.25), WriteRecord("e2", "text", {}, seconds=0.5)]
+    assert summarise([], writes, None, 1.0, 0.8, 0, 0, reused=False).write_seconds == 0.75
+    assert summarise([], writes, None, 1.0, 0.8, 0, 0, reused=True).write_seconds == 0.0
+    old = EvalResult.from_dict({"mean_score": 0.5, "cases": [], "writes": [{"episode_id": "e1", "raw_text": "",
+                                                                            "item": {}}], "per_category": {}})
+    assert old.write_seconds == 0.0 and old.writes[0].seconds == 0.0   # files from before the field
