@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long a run waits, against the waiting it cannot avoid (issue 12).
 
-    python bench/bench_throughput.py [--latency 0.3] [--iterations 5] [--no-ray]
+    python bench/bench_throughput.py [--latency 0.3] [--iterations 5] [--repeats 3] [--no-ray]
 
 The project's fake OpenAI server (offline models behind it, every request answered after
 `--latency` seconds) serves every role; mstar talks to it with the real `openai` client and its
@@ -29,7 +29,8 @@ at once), the final evaluation (the best program and the best seed on 191 questi
 confirmation before it -- mstar's own step, the official engine has none -- is timed apart and
 left out of the iteration phase), children
 per hour at K=4 vs K=1, and the same run on a local Ray of 2 workers (overhead per evaluation;
-lineage shape, spend counted once). Each configuration runs once untimed first, so that the
+lineage shape, spend counted once). The table's rows are medians of `--repeats` timed runs, with
+their min-max beside them. Each configuration runs once untimed first, so that the
 server has learnt its replies and spends no CPU of its own in the timed run. A core-speed line
 (one fixed Python loop, before and after) tells how fast the machine was meanwhile: on a shared
 2-core machine that loop has taken 1.85x longer at the start of one run than at its end.
@@ -213,10 +214,31 @@ def measure(run: Path, wall: float, latency: float) -> dict:
             ["llm"]["total"]["calls"]}
 
 
-def row(name: str, wall: float, bound: float, target: str, writes: float | None = None) -> str:
+# The figures of the table's rows: with --repeats, each is the median of the timed runs.
+_ROW_FIGURES = ("iter", "iter_bound", "iter_writes", "seed", "seed_bound", "seed_writes", "test", "test_bound",
+                "test_writes", "confirm", "confirm_bound")
+
+
+def median_of(timed: list[dict]) -> dict:
+    """The first run's record with each row figure replaced by its median over the runs, and
+    the spread (min, max) of each kept beside it: one run of the same code on the same quiet
+    machine has measured the seed row at 1.63 s and at 2.12 s."""
+    out = dict(timed[0])
+    for key in _ROW_FIGURES:
+        values = [m[key] for m in timed]
+        out[key] = statistics.median(values)
+        out[key + "_spread"] = (min(values), max(values))
+    out["runs"] = len(timed)
+    return out
+
+
+def row(name: str, m: dict, key: str, target: str) -> str:
+    wall, bound, lo_hi = m[key], m[key + "_bound"], m.get(key + "_spread")
+    writes = m.get(key + "_writes")
     shown = f"{writes:>8.2f}" if writes is not None else f"{'':>8}"
-    return (f"| {name:<44} | {wall:>8.2f} | {bound:>8.2f} | {wall / bound if bound else float('inf'):>7.2f} | "
-            f"{shown} | {target:<12} |")
+    spread = f"{lo_hi[0]:.2f}-{lo_hi[1]:.2f}" if lo_hi and m.get("runs", 1) > 1 else ""
+    return (f"| {name:<44} | {wall:>8.2f} | {spread:>11} | {bound:>8.2f} | "
+            f"{wall / bound if bound else float('inf'):>7.2f} | {shown} | {target:<12} |")
 
 
 def main() -> int:
@@ -227,6 +249,8 @@ def main() -> int:
     # Children per hour is a steady-state figure: with few iterations the ramp-up and the last,
     # half-full wave of K=4 weigh as much as the steady part (10 iterations = 2.5 waves).
     ap.add_argument("--k-iterations", type=int, default=24, help="iterations of the K=1 / K=4 runs")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="timed runs of the reuse and fresh configurations; the table shows medians")
     args = ap.parse_args()
     if not LOCOMO.exists():
         print(f"needs LoCoMo at {LOCOMO} (../shared/data beside the clone)", file=sys.stderr)
@@ -243,10 +267,13 @@ def main() -> int:
             its = n if name in ("reuse", "fresh") else args.k_iterations
             # Untimed first: the server learns its replies. The timed run starts with an empty cache.
             evolve(tmp / f"warm-{name}", task, config_file(tmp, url, f"cache-warm-{name}"), its, *extra)
-            with PhaseWatch(tmp / name / "lineage.jsonl", seeds=3, iterations=its) as watch:
-                wall = evolve(tmp / name, task, config_file(tmp, url, f"cache-{name}"), its, *extra)
-            results[name] = measure(tmp / name, wall, L)
-            results[name]["iter_cpu"] = watch.core_seconds()
+            timed = []
+            for rep in range(args.repeats if name in ("reuse", "fresh") else 1):
+                run = tmp / f"{name}-{rep}"
+                with PhaseWatch(run / "lineage.jsonl", seeds=3, iterations=its) as watch:
+                    wall = evolve(run, task, config_file(tmp, url, f"cache-{name}-{rep}"), its, *extra)
+                timed.append({**measure(run, wall, L), "iter_cpu": watch.core_seconds()})
+            results[name] = median_of(timed)
         ray_result = None
         if not args.no_ray:
             try:
@@ -262,18 +289,19 @@ def main() -> int:
                 print("(Ray row skipped: pip install -e '.[ray]')")
     r, f = results["reuse"], results["fresh"]
     print(f"fake server at {L * 1000:.0f} ms per call, {IN_FLIGHT} calls in flight per role, response cache on; "
-          f"LoCoMo, 30 sessions, static 25, rotating 5, {n} iterations")
+          f"LoCoMo, 30 sessions, static 25, rotating 5, {n} iterations; the table's figures: median of "
+          f"{args.repeats} timed run(s) of --rotating reuse (fresh: its own {args.repeats})")
     print(f"core speed (a fixed Python loop, lower is faster): {speed_before:.0f} ms before the runs, "
           f"{core_speed():.0f} ms after")
     print()
-    print(f"| {'figure (seconds)':<44} | {'wall':>8} | {'bound':>8} | {'ratio':>7} | {'writes':>8} | {'target':<12} |")
-    print(f"|{'-' * 46}|{'-' * 10}|{'-' * 10}|{'-' * 9}|{'-' * 10}|{'-' * 14}|")
-    print(row("per iteration, K=1, --rotating reuse", r["iter"], r["iter_bound"], "<= 1.3 s", r["iter_writes"]))
-    print(row("per iteration, K=1, --rotating fresh", f["iter"], f["iter_bound"], "<= 2.0 s", f["iter_writes"]))
-    print(row("seed evaluation, 3 seeds at once", r["seed"], r["seed_bound"], "<= 4 s", r["seed_writes"]))
-    print(row(f"final evaluation, {r['test_n']} questions (+ best seed)", r["test"], r["test_bound"], "<= 4 s",
-              r["test_writes"]))
-    print(row(f"confirmation, top 3 on {r['confirm_n']} more items", r["confirm"], r["confirm_bound"], "(mstar only)"))
+    print(f"| {'figure (seconds)':<44} | {'wall':>8} | {'min-max':>11} | {'bound':>8} | {'ratio':>7} | "
+          f"{'writes':>8} | {'target':<12} |")
+    print(f"|{'-' * 46}|{'-' * 10}|{'-' * 13}|{'-' * 10}|{'-' * 9}|{'-' * 10}|{'-' * 14}|")
+    print(row("per iteration, K=1, --rotating reuse", r, "iter", "<= 1.3 s"))
+    print(row("per iteration, K=1, --rotating fresh", f, "iter", "<= 2.0 s"))
+    print(row("seed evaluation, 3 seeds at once", r, "seed", "<= 4 s"))
+    print(row(f"final evaluation, {r['test_n']} questions (+ best seed)", r, "test", "<= 4 s"))
+    print(row(f"confirmation, top 3 on {r['confirm_n']} more items", r, "confirm", "(mstar only)"))
     k1, k4 = results["k1"], results["k4"]
     per_hour = lambda m: 3600 * m["children"] / m["iter_phase"]  # noqa: E731
     print()

@@ -179,11 +179,14 @@ def make_chroma(client: Any, embedding_function: Any) -> Any:
 
 
 def _one_at_a_time(args: dict[str, Any]) -> list[dict[str, Any]]:
-    """A batch of records as one-record calls. chromadb inserts a batch into its HNSW index on
-    several threads, and the index -- hence what a query returns -- then depends on thread
-    timing (measured: 3,000 records in batches of 60 gave a different top-30 in most runs; one
-    at a time, the same every run). Reproducible runs need the same index, so records go in
-    one by one, after the batch as a whole is checked (lengths, duplicate ids)."""
+    """A batch of records as one-record calls. chromadb builds a different HNSW index from the
+    same batch from run to run -- hence what a query returns differs (measured: 3,000 records
+    in batches of 60 gave a different top-30 in most runs; one at a time, the same every run;
+    "hnsw:num_threads" 1 does not help). An exhaustive search (hnsw:search_ef >= the count)
+    finds the same records in a batched index, but still orders equally distant ones
+    (duplicates) differently from run to run. Reproducible runs need the same index, so records
+    go in one by one (~2.5 ms each, about 4x a batched record's cost), after the batch as a
+    whole is checked (lengths, duplicate ids)."""
     ids = args["ids"]
     if not isinstance(ids, list):
         return [args]
