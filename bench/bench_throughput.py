@@ -20,9 +20,9 @@ in the bound, so wall / bound >= 1 always. The `writes` column is the program wo
 leaves out where it is largest: the seconds the slowest program's worker spent on its writes, one
 after another (for the iteration rows, the child's, on average) -- e.g. the vector-search seed
 indexing ~230 chunks in chromadb, one record per add (~2.5 ms each). Batched adds would be ~4x
-faster, but chromadb then builds a different index from run to run: queries, and the order of
-equally distant records even in an exhaustive search, changed between runs (measured), so the
-lineage would not replay (sandbox/worker/toolkit_chroma.py).
+faster, but chromadb then builds a different index from run to run: queries changed between
+runs, and with duplicate records even an exhaustive search did (measured), so the lineage would
+not replay (sandbox/worker/toolkit_chroma.py).
 
 Rows: seconds per iteration at K=1 (--rotating reuse and fresh), the seed evaluation (3 seeds
 at once), the final evaluation (the best program and the best seed on 191 questions; the
@@ -289,8 +289,8 @@ def main() -> int:
                 print("(Ray row skipped: pip install -e '.[ray]')")
     r, f = results["reuse"], results["fresh"]
     print(f"fake server at {L * 1000:.0f} ms per call, {IN_FLIGHT} calls in flight per role, response cache on; "
-          f"LoCoMo, 30 sessions, static 25, rotating 5, {n} iterations; the table's figures: median of "
-          f"{args.repeats} timed run(s) of --rotating reuse (fresh: its own {args.repeats})")
+          f"LoCoMo, 30 sessions, static 25, rotating 5, {n} iterations; each row: the median of "
+          f"{args.repeats} timed run(s) (the fresh row of --rotating fresh, the others of --rotating reuse)")
     print(f"core speed (a fixed Python loop, lower is faster): {speed_before:.0f} ms before the runs, "
           f"{core_speed():.0f} ms after")
     print()

@@ -183,8 +183,9 @@ def _one_at_a_time(args: dict[str, Any]) -> list[dict[str, Any]]:
     same batch from run to run -- hence what a query returns differs (measured: 3,000 records
     in batches of 60 gave a different top-30 in most runs; one at a time, the same every run;
     "hnsw:num_threads" 1 does not help). An exhaustive search (hnsw:search_ef >= the count)
-    finds the same records in a batched index, but still orders equally distant ones
-    (duplicates) differently from run to run. Reproducible runs need the same index, so records
+    finds the same records in a batched index only while no two records are equal: with
+    duplicates it missed some, and orders equally distant ones, differently from run to run
+    (LoCoMo chunks stored 3 times). Reproducible runs need the same index, so records
     go in one by one (~2.5 ms each, about 4x a batched record's cost), after the batch as a
     whole is checked (lengths, duplicate ids)."""
     ids = args["ids"]
