@@ -265,3 +265,14 @@ def test_the_servers_preload_leaves_nothing_for_a_forked_worker_to_import():
     ''')
     assert child.returncode == 0, child.stderr
     assert child.stdout.strip() == "[]"
+
+
+def test_a_worker_runs_chromadb_on_one_runtime_thread():
+    """chromadb's tokio runtime gets one worker thread, not one per core (sandbox.worker.main): a
+    worker makes one chroma call at a time, and more threads only added hand-offs to each call.
+    Counted right after the load, before any add starts tokio's blocking threads (same name)."""
+    with session(GOOD, launcher=FORK) as s:
+        s.start()
+        names = [open(f"/proc/{s.pid}/task/{tid}/comm").read().strip() for tid in os.listdir(f"/proc/{s.pid}/task")]
+    assert names.count("tokio-rt-worker") == 1, names
+    assert "sqlx-sqlite-wor" in names   # the runtime was started: chromadb's sqlite thread is there
