@@ -1,14 +1,14 @@
-"""A role's calls in flight (mstar/llm/slots.py): the limit holds, an urgent call overtakes the
-waiting ordinary ones, calls of one class go in the order they asked, and a freed slot goes to a
-waiter, not to a newcomer. Also through the router: an extraction asked after a queue of
-formulations reaches the endpoint first."""
+"""A role's calls in flight (mstar/llm/slots.py): the limit holds, waiting calls go FIRST, then
+NORMAL, then LAST, each priority in the order asked, and a freed slot goes to a waiter, not to a
+newcomer. Also through the router: an extraction a write waits for, asked after a queue of
+formulations, reaches the endpoint first; one no write waits for goes after them."""
 import threading
 import time
 
 import pytest
 
 from mstar.llm.router import LLMRouter, RolePolicy
-from mstar.llm.slots import Slots
+from mstar.llm.slots import FIRST, LAST, NORMAL, Slots
 from mstar.llm.types import ChatResponse
 
 
@@ -20,13 +20,13 @@ def _wait_until(cond, timeout=5.0):
         time.sleep(0.002)
 
 
-def _queue(slots, order, names_and_urgency):
-    """Start one thread per (name, urgent), each in turn only once the previous one is waiting;
+def _queue(slots, order, names_and_priorities):
+    """Start one thread per (name, priority), each in turn only once the previous one is waiting;
     each records its name when it gets a slot and gives the slot back at once."""
     threads = []
-    for name, urgent in names_and_urgency:
-        def run(name=name, urgent=urgent):
-            with slots.held(urgent):
+    for name, priority in names_and_priorities:
+        def run(name=name, priority=priority):
+            with slots.held(priority):
                 order.append(name)
         t = threading.Thread(target=run)
         before = slots.waiting()
@@ -36,25 +36,28 @@ def _queue(slots, order, names_and_urgency):
     return threads
 
 
-def test_an_urgent_call_overtakes_waiting_ordinary_ones_and_each_class_keeps_its_order():
+def test_waiting_calls_go_by_priority_and_each_priority_keeps_its_order():
     slots, order = Slots(1), []
     slots.acquire()   # the one slot is busy: everyone below waits
-    threads = _queue(slots, order, [("f1", False), ("f2", False), ("x1", True), ("f3", False), ("x2", True)])
+    threads = _queue(slots, order, [("late1", LAST), ("f1", NORMAL), ("f2", NORMAL), ("x1", FIRST), ("late2", LAST),
+                                    ("f3", NORMAL), ("x2", FIRST)])
     slots.release()
     for t in threads:
         t.join(5)
-    assert order == ["x1", "x2", "f1", "f2", "f3"]
+    assert order == ["x1", "x2", "f1", "f2", "f3", "late1", "late2"]
+    with pytest.raises(ValueError, match="unknown call priority"):
+        slots.acquire(5)
 
 
 def test_a_freed_slot_goes_to_the_waiter_not_to_a_newcomer():
     slots, order = Slots(1), []
     slots.acquire()
-    threads = _queue(slots, order, [("waiter", False)])
+    threads = _queue(slots, order, [("waiter", LAST)])
     slots.release()          # handed to "waiter" right here ...
     got_it = threading.Event()
 
     def newcomer():
-        with slots.held(True):   # ... so even an urgent newcomer queues behind it
+        with slots.held(FIRST):   # ... so even a FIRST newcomer queues behind it
             order.append("newcomer")
             got_it.set()
     t = threading.Thread(target=newcomer)
@@ -70,7 +73,7 @@ def test_never_more_than_the_limit_at_once_and_every_slot_comes_back():
     state = {"now": 0, "peak": 0}
 
     def work(i):
-        with slots.held(i % 3 == 0):
+        with slots.held((FIRST, NORMAL, LAST)[i % 3]):
             with lock:
                 state["now"] += 1
                 state["peak"] = max(state["peak"], state["now"])
@@ -111,23 +114,24 @@ class _Gate:
         return ChatResponse(text="ok", model="gate", backend="test")
 
 
-def test_the_router_sends_an_urgent_call_before_the_ordinary_ones_waiting_for_the_role():
+def test_the_router_sends_waiting_calls_by_priority():
     gate = _Gate()
     backends = {r: gate for r in ("task", "reflector", "toolkit", "judge")}
     router = LLMRouter(backends, policies={"task": RolePolicy(concurrency=1)})
     threads = []
 
-    def ask(text, urgent):
+    def ask(text, priority):
         t = threading.Thread(target=router.call, args=("task", [{"role": "user", "content": text}]),
-                             kwargs={"urgent": urgent})
+                             kwargs={"priority": priority})
         t.start()
         threads.append(t)
-    ask("first", False)
+    ask("first", NORMAL)
     _wait_until(lambda: gate.asked == ["first"])           # holds the role's only slot
-    for i, (text, urgent) in enumerate([("formulate 1", False), ("formulate 2", False), ("extract 1", True)]):
-        ask(text, urgent)
+    for i, (text, priority) in enumerate([("extract, for its record", LAST), ("formulate 1", NORMAL),
+                                          ("formulate 2", NORMAL), ("extract, for a write", FIRST)]):
+        ask(text, priority)
         _wait_until(lambda: router._slots["task"].waiting() == i + 1)
     gate.open.set()
     for t in threads:
         t.join(10)
-    assert gate.asked == ["first", "extract 1", "formulate 1", "formulate 2"]
+    assert gate.asked == ["first", "extract, for a write", "formulate 1", "formulate 2", "extract, for its record"]

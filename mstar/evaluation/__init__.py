@@ -2,6 +2,8 @@
 
     run.py        evaluate(): ingest the episodes, read and answer each query, score -- waiting
                   on as many LLM calls at once as the roles allow
+    ingest.py     the writes, in episode order -- without waiting for extractions a write ignores
+    item_use.py   whether a program's write() can read its item (from its source)
     playing.py    an interactive query (meta["interactive"]): the game played after the read
     records.py    CaseResult, WriteRecord, EvalResult (JSON in the run folder), EndpointOutage
     sessions.py   SessionCache: ingested knowledge bases kept alive for the next evaluation

@@ -56,6 +56,8 @@ class WriteRecord:
     toolkit_calls: int = 0
     waits: dict = field(default_factory=dict)   # requests made per step: extract, toolkit
     seconds: float = 0.0               # the worker's write() (toolkit calls included)
+    early: bool = False                # written before its extraction was back (write() never reads
+                                       # its item: mstar.evaluation.item_use); `item` came later
 
 
 @dataclass
@@ -80,13 +82,13 @@ class EvalResult:
 
     def critical_chain(self) -> int:
         """The longest run of requests that depend on each other in this evaluation (a call the
-        response cache answered costs no wait and does not count): the extraction wave and every
-        toolkit request of the writes (they run in episode order), then for the slowest case the
+        response cache answered costs no wait and does not count): the extraction wave (unless the
+        writes went without it) and every toolkit request of the writes (in episode order), then for the slowest case the
         later of that and its query formulation (asked at the start), its read's toolkit
         requests, its answer and its judge requests."""
         ingest = 0
         if not self.reused_kb:
-            ingest = max((w.waits.get("extract", 0) for w in self.writes), default=0) \
+            ingest = max((w.waits.get("extract", 0) for w in self.writes if not w.early), default=0) \
                 + sum(w.waits.get("toolkit", 0) for w in self.writes)
         per_case = (max(ingest, c.waits.get("formulate", 0)) + c.waits.get("toolkit", 0) + c.waits.get("answer", 0)
                     + c.waits.get("act", 0) + c.waits.get("judge", 0) for c in self.cases)

@@ -8,8 +8,9 @@ meta["interactive"]) is played after its read instead of answered: mstar/evaluat
 With a real model the time goes to waiting, so as much as possible waits at once:
   - every extraction and every query formulation is asked at the start (they need only the
     program's instructions and schema, not its knowledge base);
-  - writes go to the worker in episode order, each as soon as its extraction is back, so the
-    knowledge base is built the same way whatever the concurrency;
+  - writes go to the worker in episode order, each as soon as its extraction is back (or at
+    once, when write() never reads its item: mstar.evaluation.ingest), so the knowledge base is
+    built the same way whatever the concurrency;
   - after the last write, the reads overlap (each on a worker thread of the sandbox, at most
     `SandboxLimits.parallel_reads`), and each answer is asked as soon as its read returns.
 Results come back in query order. A program whose read() changes its knowledge base may see
@@ -30,20 +31,22 @@ from typing import Callable, Sequence
 
 from mstar import agent
 from mstar.config import SandboxConfig
-from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, WriteRecord, summarise
+from mstar.evaluation.ingest import ingest
+from mstar.evaluation.item_use import write_ignores_item
+from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, summarise
 from mstar.evaluation.playing import play_query
 from mstar.evaluation.pools import Bounded, close_later
 from mstar.evaluation.prestart import PRESTARTS
 from mstar.evaluation.sessions import LOAD_INFO, SessionCache, session_key
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
+from mstar.llm.slots import FIRST, LAST, NORMAL
 from mstar.llm.types import FatalLLMError
 from mstar.split.embed import current_program_embeddings
 from mstar.tasks import Episode, QueryItem
 from mstar.tasks.judging import JudgeFn, Score
 from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits
 
-MAX_RAW_IN_RECORD = 1500  # write examples keep a prefix of the raw text, not all of it
 OUTAGE_THRESHOLD = 0.2    # failed share of an evaluation's LLM calls that means "the endpoint is down"
 
 
@@ -65,14 +68,14 @@ class _Calls:
         self.router, self.total, self.failed, self.last = router, 0, 0, ""
         self._lock = threading.Lock()
 
-    def text(self, role: str, messages: list[dict], urgent: bool = False) -> tuple[str, str | None, int]:
+    def text(self, role: str, messages: list[dict], priority: int = NORMAL) -> tuple[str, str | None, int]:
         """(reply, error, waited): waited is 1 when a request was made, 0 when the response
-        cache answered -- what the critical-path bound counts. `urgent`: served before the
-        role's other waiting calls (extractions: each gates the writes after it)."""
+        cache answered -- what the critical-path bound counts. `priority`: where the call
+        queues when the role's slots are full (mstar.llm.slots)."""
         with self._lock:
             self.total += 1
         try:
-            resp = self.router.call(role, messages, allow_truncated=False, urgent=urgent)
+            resp = self.router.call(role, messages, allow_truncated=False, priority=priority)
             return resp.text, None, 0 if resp.cache_hit else 1
         except FatalLLMError:
             raise
@@ -204,14 +207,23 @@ def evaluate(
         # the extractions, so it is back by the time the last episode is written.
         q_msgs = [agent.build_query_messages(consts["INSTRUCTION_QUERY"], q.question, info.query_schema)
                   for q in queries]
-        pending = []
+        # An extraction a write waits for goes first; one no write waits for (write() ignores its
+        # item) goes last, after the formulations: only its record needs it.
+        early = kept is None and write_ignores_item(source)
+        pending, extract = [], []
+
+        def ask_extractions(priority: int) -> None:
+            extract.extend(llm_pool.submit(calls.text, "task", agent.build_extraction_messages(
+                consts["INSTRUCTION_KNOWLEDGE_ITEM"], ep.text, info.knowledge_item_schema), priority)
+                           for ep in episodes)
+            pending.extend(extract)
         try:
-            if kept is None:
-                pending += [llm_pool.submit(calls.text, "task", agent.build_extraction_messages(
-                    consts["INSTRUCTION_KNOWLEDGE_ITEM"], ep.text, info.knowledge_item_schema), True)
-                            for ep in episodes]
+            if kept is None and not early:
+                ask_extractions(FIRST)
             q_futs = [llm_pool.submit(calls.text, "task", m) for m in q_msgs]
             pending += q_futs
+            if early:
+                ask_extractions(LAST)
             if kept is None and starting is not None:
                 try:
                     loaded = starting.result()
@@ -223,9 +235,10 @@ def evaluate(
                 if not _same_prompts(loaded, info):   # cannot happen for the same text; checked anyway
                     raise RuntimeError("the program's load differs from the one it was gated with")
             progress("cases", 0, len(queries))
+            settle = None
             if kept is None:
                 LOAD_INFO.put(source, info)
-                writes = _ingest(program, episodes, pending[:len(episodes)], info, progress)
+                writes, settle = ingest(program, episodes, extract, info, progress, early=early)
             case_futs = [case_pool.submit(_case, program, calls, q, m, f, info, metric)
                          for q, m, f in zip(queries, q_msgs, q_futs)]
             finished = iter(range(1, len(case_futs) + 1))   # next() is atomic under the GIL
@@ -233,6 +246,8 @@ def evaluate(
                 f.add_done_callback(lambda _f: progress("cases", next(finished), len(case_futs)))
             pending += case_futs
             cases = [f.result() for f in case_futs]
+            if settle is not None:
+                settle()   # the extractions early writes did not wait for, into their records
         except BaseException:  # a fatal LLM error, an interrupt: stop what has not started
             for f in pending:
                 f.cancel()
@@ -283,35 +298,6 @@ def _done_with(session, kept, sessions, key, info, writes, *, keep: bool, toolki
         sessions.put(key, session, info, writes, toolkit)
     else:
         close_later(session)   # its kill, reap and cleanup need not hold up the result
-
-
-def _ingest(program: _Program, episodes, extract, info, progress) -> list[WriteRecord]:
-    """Writes in episode order, each as soon as its extraction (and every write before it) is done."""
-    writes = []
-    progress("writes", 0, len(episodes))
-    for ep, fut in zip(episodes, extract):
-        reply, err, waited = fut.result()
-        obj, warn = agent.parse_json_object(reply) if err is None else (None, None)
-        item, warns = agent.fill_fields(obj, info.knowledge_item_schema)
-        warns = ([warn] if warn else []) + warns
-        rec = WriteRecord(ep.id, ep.text[:MAX_RAW_IN_RECORD], item, warns,
-                          llm_error=f"task agent failed: {err}" if err else None, waits={"extract": waited})
-        if program.fatal is None:
-            failures = program.toolkit.watch(program.calls)
-            t_write = time.perf_counter()
-            try:
-                res = program.op(program.session.write, item, ep.text)
-                rec.debug_logs, rec.toolkit_calls = res.logs, res.llm_calls
-                rec.waits["toolkit"] = program.toolkit.waited()
-            except SandboxError as exc:
-                rec.error = str(exc)
-            rec.seconds = round(time.perf_counter() - t_write, 4)
-            program.toolkit.check()
-            if failures:
-                rec.llm_error = rec.llm_error or f"toolkit call failed: {failures[-1]}"
-        writes.append(rec)
-        progress("writes", len(writes), len(episodes))
-    return writes
 
 
 def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_fut, info,

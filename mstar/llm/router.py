@@ -23,7 +23,7 @@ from mstar.llm import scope as llm_scope
 from mstar.llm.prices import PriceTable
 from mstar.llm.budget import Budget
 from mstar.llm.retry import RetryPolicy, retry_delay
-from mstar.llm.slots import Slots
+from mstar.llm.slots import NORMAL, Slots
 from mstar.llm.types import (Backend, ChatResponse, LLMError, TransientLLMError, TruncatedCompletionError,
                              UsageRecord)
 
@@ -171,11 +171,11 @@ class LLMRouter:
 
     # ------------------------------------------------------------ calls
     def call(self, role: str, messages: list[dict], *, allow_truncated: bool = True,
-             urgent: bool = False) -> ChatResponse:
+             priority: int = NORMAL) -> ChatResponse:
         """One completion. A truncated reply (finish_reason "length") is returned, flagged, to
         callers that handle it (the reflector's patch parser) and raised for `text()` callers.
-        An `urgent` call goes before every non-urgent one waiting for the role's slots
-        (mstar/llm/slots.py): an extraction, which gates the writes after it."""
+        When more calls wait for the role's slots than it may send, `priority` orders them
+        (mstar/llm/slots.py: FIRST, NORMAL, LAST)."""
         if role not in self._backends:
             raise LLMError(f"unknown LLM role {role!r}; roles are {', '.join(ROLES)}")
         backend, pol = self._backends[role], self._policies[role]
@@ -192,7 +192,7 @@ class LLMRouter:
         resp: ChatResponse | None = None
         for attempt in range(pol.retry.max_retries + 1):
             retry_after = None
-            with self._slots[role].held(urgent), self._flying(role):
+            with self._slots[role].held(priority), self._flying(role):
                 try:
                     resp = backend.complete(messages)
                 except TransientLLMError as exc:

@@ -1,4 +1,4 @@
-"""A role's calls in flight: at most `limit` at once, the urgent ones served first.
+"""A role's calls in flight: at most `limit` at once, served by priority.
 
 Why not a plain semaphore: when more calls wait than the endpoint may take, the order in which
 they go decides how long an evaluation waits. Every evaluation asks all its extractions and
@@ -6,8 +6,11 @@ query formulations at once; a formulation is needed only once the knowledge base
 an extraction gates its write and every write after it. With first-come-first-served, three
 seeds asking 3 x (30 + 25) calls through 64 slots put the third seed's extractions behind the
 first seeds' formulations, a whole round of latency later (measured: its last extraction came
-back after 1.0 s instead of 0.6 s, at 300 ms a call). Here an urgent call overtakes every
-waiting non-urgent one; within a class, calls go in the order they asked.
+back after 1.0 s instead of 0.6 s, at 300 ms a call). Here a waiting call goes by its priority:
+FIRST (an extraction a write waits for) before NORMAL (formulations, answers, judges, the
+toolkit's calls) before LAST (an extraction no write waits for -- the program's write() ignores
+its item -- which only its record needs, by the end of the evaluation); within a priority, calls
+go in the order they asked.
 
 A freed slot is handed to the chosen waiter directly: a thread arriving meanwhile cannot take it
 (plain semaphores let it barge), so the order above holds under load.
@@ -19,8 +22,11 @@ import itertools
 import threading
 
 
+FIRST, NORMAL, LAST = 0, 1, 2   # a call's priority (lower goes first)
+
+
 class Slots:
-    """`with slots.held(urgent): ...` runs the block holding one of `limit` slots."""
+    """`with slots.held(priority): ...` runs the block holding one of `limit` slots."""
 
     def __init__(self, limit: int) -> None:
         if limit < 1:
@@ -28,15 +34,17 @@ class Slots:
         self.limit = limit
         self._free = limit
         self._lock = threading.Lock()
-        self._waiting: list[tuple[int, int, threading.Event]] = []   # heap of (class, arrival, wake-up)
+        self._waiting: list[tuple[int, int, threading.Event]] = []   # heap of (priority, arrival, wake-up)
         self._arrivals = itertools.count()
 
-    def acquire(self, urgent: bool = False) -> None:
+    def acquire(self, priority: int = NORMAL) -> None:
+        if priority not in (FIRST, NORMAL, LAST):
+            raise ValueError(f"unknown call priority {priority!r}")
         with self._lock:
             if self._free > 0 and not self._waiting:
                 self._free -= 1
                 return
-            entry = (0 if urgent else 1, next(self._arrivals), threading.Event())
+            entry = (priority, next(self._arrivals), threading.Event())
             heapq.heappush(self._waiting, entry)
         try:
             entry[2].wait()   # set by release(), which has taken the slot for us
@@ -58,8 +66,8 @@ class Slots:
             else:
                 raise RuntimeError("released a slot that was not held")
 
-    def held(self, urgent: bool = False) -> "_Held":
-        return _Held(self, urgent)
+    def held(self, priority: int = NORMAL) -> "_Held":
+        return _Held(self, priority)
 
     def waiting(self) -> int:
         with self._lock:
@@ -67,13 +75,13 @@ class Slots:
 
 
 class _Held:
-    __slots__ = ("_slots", "_urgent")
+    __slots__ = ("_slots", "_priority")
 
-    def __init__(self, slots: Slots, urgent: bool) -> None:
-        self._slots, self._urgent = slots, urgent
+    def __init__(self, slots: Slots, priority: int) -> None:
+        self._slots, self._priority = slots, priority
 
     def __enter__(self) -> None:
-        self._slots.acquire(self._urgent)
+        self._slots.acquire(self._priority)
 
     def __exit__(self, *exc: object) -> None:
         self._slots.release()
