@@ -61,6 +61,7 @@ MAY_READ = {
     "field not from dataclasses": ("from dataclasses import dataclass, field",
                                    "from dataclasses import dataclass\nfrom json import loads as field"),
     "not Python": ("class KnowledgeBase:", "class KnowledgeBase"),
+    "too deep to walk": ('ALWAYS_ON_KNOWLEDGE = ""\n', 'ALWAYS_ON_KNOWLEDGE = ""\nDEEP = ' + "-" * 100_000 + "1\n"),
 }
 
 

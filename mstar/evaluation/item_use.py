@@ -33,9 +33,12 @@ _FIELD_KEYWORDS = frozenset({"default", "metadata", "default_factory"})
 def write_ignores_item(source: str) -> bool:
     """True only when write() cannot depend on its item (see the module docstring)."""
     try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+        return _ignores(ast.parse(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):   # not Python, or too deep to walk
         return False
+
+
+def _ignores(tree: ast.Module) -> bool:
     bindings = _bindings(tree)
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     kb, item_cls = classes.get("KnowledgeBase"), classes.get("KnowledgeItem")
