@@ -144,3 +144,45 @@ def test_early_writes_build_the_same_knowledge_base_as_waiting_ones():
     assert [c.retrieved for c in runs[0].cases] == [c.retrieved for c in runs[1].cases]
     assert [c.answer for c in runs[0].cases] == [c.answer for c in runs[1].cases]
     assert [w.item for w in runs[0].writes] == [w.item for w in runs[1].writes]
+
+
+def test_the_check_parses_safely_beside_other_threads_parsing():
+    """CPython 3.11 keeps its AST constructors' recursion depth per interpreter: two threads
+    building trees at once can fail with "AST constructor recursion depth mismatch" (seen in a
+    run with four iterations in flight, beside the offline reflector's edits). The check takes the
+    engine's AST lock, as the reflector does: with collections running Python code mid-parse, no
+    thread fails and every answer is right."""
+    import gc
+    from mstar.ast_guard import AST_LOCK
+
+    class Cycle:
+        def __del__(self):
+            sum(range(50))       # Python code run by the collector, in the middle of a parse
+
+    sources = [VECTOR + f"\n# variant {i}\n" for i in range(200)]   # distinct: no cached answer
+    errors, answers = [], []
+
+    def check(part):
+        for src in sources[part::4]:
+            junk = [Cycle() for _ in range(50)]
+            for j in junk:
+                j.me = j
+            del junk
+            try:
+                answers.append(write_ignores_item(src))
+            except SystemError as exc:
+                errors.append(str(exc))
+
+    def other_parser():
+        import ast
+        for _ in range(100):
+            with AST_LOCK:
+                ast.parse(VECTOR * 3)
+    threads = [threading.Thread(target=check, args=(i,)) for i in range(4)]
+    threads += [threading.Thread(target=other_parser) for _ in range(2)]
+    gc.collect()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == [] and answers == [True] * 200

@@ -24,6 +24,8 @@ from __future__ import annotations
 import ast
 import functools
 
+from mstar.ast_guard import AST_LOCK
+
 _REFLECTION = frozenset({"setattr", "getattr", "delattr", "vars"})
 _FACTORIES = frozenset({"list", "dict", "set", "tuple"})
 _FIELD_KEYWORDS = frozenset({"default", "metadata", "default_factory"})
@@ -33,7 +35,8 @@ _FIELD_KEYWORDS = frozenset({"default", "metadata", "default_factory"})
 def write_ignores_item(source: str) -> bool:
     """True only when write() cannot depend on its item (see the module docstring)."""
     try:
-        return _ignores(ast.parse(source))
+        with AST_LOCK:   # the engine parses in many threads (mstar/ast_guard.py)
+            return _ignores(ast.parse(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError):   # not Python, or too deep to walk
         return False
 
