@@ -9,6 +9,6 @@ paths take this lock. (The sandbox's worker parses program text single-threaded.
 """
 from __future__ import annotations
 
-import threading
+from sandbox.contract.ast_lock import AST_LOCK
 
-AST_LOCK = threading.RLock()
+__all__ = ["AST_LOCK"]

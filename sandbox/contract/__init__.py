@@ -5,6 +5,7 @@ program against it) and the sandbox imports nothing from the engine. The engine 
 definitions through `mstar.program`.
 
     field_types.py   the JSON field-type grammar of KnowledgeItem / Query fields
+    ast_lock.py      the lock every threaded use of `ast` takes (a CPython 3.11 race)
     interface.py     names, size caps, allowed imports; the check on source; schemas of live dataclasses
 """
 from sandbox.contract import field_types

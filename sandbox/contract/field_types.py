@@ -29,6 +29,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.contract.ast_lock import AST_LOCK
+
 SCALARS = ("str", "int", "float", "bool")
 MAX_DEPTH = 2  # container nesting: list[dict[str, int]] is fine, list[list[list[str]]] is not
 HINT = ("use str, int, float, bool, Any, list[...], dict[str, ...] or Optional[...] of those "
@@ -82,7 +84,8 @@ def parse(name: str) -> FieldType:
 @functools.lru_cache(maxsize=256)  # the agent and the instance builder ask for every field of every item
 def _parse(name: str) -> FieldType:
     try:
-        tree = ast.parse(str(name).strip(), mode="eval").body
+        with AST_LOCK:   # the engine's threads and a worker's concurrent reads parse types
+            tree = ast.parse(str(name).strip(), mode="eval").body
     except SyntaxError:
         tree = None
     ft = from_annotation(tree) if tree is not None else None
