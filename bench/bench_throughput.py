@@ -19,8 +19,10 @@ role divided by its calls in flight (64) times the latency. Sandbox and gate tim
 in the bound, so wall / bound >= 1 always. The `writes` column is the program work the bound
 leaves out where it is largest: the seconds the slowest program's worker spent on its writes, one
 after another (for the iteration rows, the child's, on average) -- e.g. the vector-search seed
-indexing ~230 chunks in chromadb, one record per add (~2.5 ms each). Batched adds would be ~4x
-faster, but chromadb then builds a different index from run to run: queries changed between
+indexing ~230 chunks in chromadb, one record per add (~2.3 ms each in its worker). Its write()
+never reads its item, so those writes run while its extractions are still out
+(mstar/evaluation/item_use.py); a program whose writes need the items writes after them, and
+its `writes` come on top of its chain. Batched adds would be ~4x faster, but chromadb then builds a different index from run to run: queries changed between
 runs, and with duplicate records even an exhaustive search did (measured), so the lineage would
 not replay (sandbox/worker/toolkit_chroma.py).
 
