@@ -19,12 +19,16 @@ role divided by its calls in flight (64) times the latency. Sandbox and gate tim
 in the bound, so wall / bound >= 1 always. The `writes` column is the program work the bound
 leaves out where it is largest: the seconds the slowest program's worker spent on its writes, one
 after another (for the iteration rows, the child's, on average) -- e.g. the vector-search seed
-indexing ~230 chunks in chromadb, one record per add (~2.3 ms each in its worker). Its write()
-never reads its item, so those writes run while its extractions are still out
-(mstar/evaluation/item_use.py); a program whose writes need the items writes after them, and
-its `writes` come on top of its chain. Batched adds would be ~4x faster, but chromadb then builds a different index from run to run: queries changed between
-runs, and with duplicate records even an exhaustive search did (measured), so the lineage would
-not replay (sandbox/worker/toolkit_chroma.py).
+indexing ~230 chunks in chromadb, one record per add (~2.3 ms each in its worker). Batched adds
+would be ~4x faster, but chromadb then builds a different index from run to run: queries changed
+between runs, and with duplicate records even an exhaustive search did (measured), so the
+lineage would not replay (sandbox/worker/toolkit_chroma.py). That seed's write() never reads its
+item, so those writes run while its extractions are still out (mstar/evaluation/item_use.py); a
+program whose writes need the items writes after them, its `writes` on top of its chain.
+The `reads` column is the other half of that work: the CPU the reads spent in the worker, summed
+(for the iteration rows the child's, on average; else the largest of the programs'). Reads
+overlap their LLM waits but not one another's Python, so an evolved read that scores paragraphs
+(~2.5 ms each under the sandbox's guards) adds ~60 ms to an evaluation of 25 reads.
 
 Rows: seconds per iteration at K=1 (--rotating reuse and fresh), the seed evaluation (3 seeds
 at once), the final evaluation (the best program and the best seed on 191 questions; the
@@ -204,6 +208,9 @@ def measure(run: Path, wall: float, latency: float) -> dict:
             "seed": seed_wall, "seed_bound": seed_bound * latency,
             "seed_writes": max(e.timing.get("write_s", 0.0) for e in seeds),
             "test_writes": test.timing.get("write_s", 0.0),
+            "iter_reads": statistics.mean(e.timing.get("child_read_cpu_s", 0.0) for e in its),
+            "seed_reads": max(e.timing.get("read_cpu_s", 0.0) for e in seeds),
+            "test_reads": test.timing.get("read_cpu_s", 0.0),
             "test": test.timing["seconds"], "test_bound": test_bound * latency, "test_n": len(json.loads(
                 (run / "cases" / f"{test.program_id}.test.json").read_text())["cases"]),
             "confirm": conf_wall, "confirm_bound": conf_bound * latency,
@@ -217,8 +224,8 @@ def measure(run: Path, wall: float, latency: float) -> dict:
 
 
 # The figures of the table's rows: with --repeats, each is the median of the timed runs.
-_ROW_FIGURES = ("iter", "iter_bound", "iter_writes", "seed", "seed_bound", "seed_writes", "test", "test_bound",
-                "test_writes", "confirm", "confirm_bound")
+_ROW_FIGURES = ("iter", "iter_bound", "iter_writes", "iter_reads", "seed", "seed_bound", "seed_writes", "seed_reads",
+                "test", "test_bound", "test_writes", "test_reads", "confirm", "confirm_bound")
 
 
 def median_of(timed: list[dict]) -> dict:
@@ -236,8 +243,8 @@ def median_of(timed: list[dict]) -> dict:
 
 def row(name: str, m: dict, key: str, target: str) -> str:
     wall, bound, lo_hi = m[key], m[key + "_bound"], m.get(key + "_spread")
-    writes = m.get(key + "_writes")
-    shown = f"{writes:>8.2f}" if writes is not None else f"{'':>8}"
+    work = [m.get(key + "_writes"), m.get(key + "_reads")]
+    shown = " | ".join(f"{w:>8.2f}" if w is not None else f"{'':>8}" for w in work)
     spread = f"{lo_hi[0]:.2f}-{lo_hi[1]:.2f}" if lo_hi and m.get("runs", 1) > 1 else ""
     return (f"| {name:<44} | {wall:>8.2f} | {spread:>11} | {bound:>8.2f} | "
             f"{wall / bound if bound else float('inf'):>7.2f} | {shown} | {target:<12} |")
@@ -297,8 +304,8 @@ def main() -> int:
           f"{core_speed():.0f} ms after")
     print()
     print(f"| {'figure (seconds)':<44} | {'wall':>8} | {'min-max':>11} | {'bound':>8} | {'ratio':>7} | "
-          f"{'writes':>8} | {'target':<12} |")
-    print(f"|{'-' * 46}|{'-' * 10}|{'-' * 13}|{'-' * 10}|{'-' * 9}|{'-' * 10}|{'-' * 14}|")
+          f"{'writes':>8} | {'reads':>8} | {'target':<12} |")
+    print(f"|{'-' * 46}|{'-' * 10}|{'-' * 13}|{'-' * 10}|{'-' * 9}|{'-' * 10}|{'-' * 10}|{'-' * 14}|")
     print(row("per iteration, K=1, --rotating reuse", r, "iter", "<= 1.3 s"))
     print(row("per iteration, K=1, --rotating fresh", f, "iter", "<= 2.0 s"))
     print(row("seed evaluation, 3 seeds at once", r, "seed", "<= 4 s"))

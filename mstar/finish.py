@@ -84,6 +84,7 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
         llm=evo.router.spent_in("test"),
         timing={"eval_s": round(test.seconds, 3) if test else 0.0, "chain_calls": test.chain_calls if test else 0,
                 "write_s": max((r.write_seconds for r in tests.values()), default=0.0),   # the slowest program's
+                "read_cpu_s": max((r.read_cpu_seconds for r in tests.values()), default=0.0),
                 "seconds": round(time.perf_counter() - t_test, 3)}))
     return summary
 

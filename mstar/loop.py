@@ -147,7 +147,8 @@ class Evolution:
                     per_category=res.per_category, error=res.error, case_errors=res.case_errors,
                     llm=self.router.spent_in(pid),
                     timing={"eval_s": round(res.seconds, 3), "sandbox_s": round(res.sandbox_seconds, 3),
-                            "chain_calls": res.chain_calls, "write_s": res.write_seconds},
+                            "chain_calls": res.chain_calls, "write_s": res.write_seconds,
+                            "read_cpu_s": res.read_cpu_seconds},
                     seconds=round(time.perf_counter() - t0, 3)))
 
     def _seed_eval(self, pid: str, source: str) -> EvalResult:
@@ -244,7 +245,8 @@ class Evolution:
         source = outcome.source
         res = self.executor.run(self._static_job(source))
         timing.update(child_eval_s=round(res.seconds, 3), child_sandbox_s=round(res.sandbox_seconds, 3),
-                      child_chain_calls=res.chain_calls, child_write_s=res.write_seconds)
+                      child_chain_calls=res.chain_calls, child_write_s=res.write_seconds,
+                      child_read_cpu_s=res.read_cpu_seconds)
         for round_no in range(1, ev.runtime_fix_rounds + 1):
             error = runtime_failure(res)
             if error is None:

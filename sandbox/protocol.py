@@ -108,6 +108,7 @@ class OpResult:
     llm_calls: int  # toolkit LLM calls served in this op
     seconds: float
     llm_refused: int = 0  # calls refused (over budget); the program saw an exception for each
+    cpu_s: float = 0.0    # the worker thread's CPU in the op, as the worker reports it (within [0, seconds])
 
 
 def _short_str(value: Any, default: str, limit: int = 200) -> str:

@@ -38,6 +38,7 @@ class CaseResult:
                                                 # judge -- for critical_chain
     corrupt: bool = False              # an interactive game that cannot be played whatever the memory
                                        # (no admissible command at reset): counted, not scored
+    read_cpu_s: float = 0.0            # the worker thread's CPU in read() (waiting on the toolkit not in it)
 
     @property
     def scored(self) -> bool:
@@ -79,6 +80,8 @@ class EvalResult:
                                         # critical-path bound: chain_calls x latency)
     write_seconds: float = 0.0          # the writes, one after another in the worker (0 when reused):
                                         # program work on the critical path that the bound counts as 0
+    read_cpu_seconds: float = 0.0       # the reads' CPU in the worker, summed: they overlap their waits
+                                        # but not one another's Python (one interpreter), so program work too
 
     def critical_chain(self) -> int:
         """The longest run of requests that depend on each other in this evaluation (a call the
@@ -121,4 +124,5 @@ def summarise(cases: list[CaseResult], writes: list[WriteRecord], fatal: dict | 
                       case_errors=sum(1 for c in cases if c.llm_error is not None),
                       corrupt_cases=sum(1 for c in cases if c.corrupt and c.llm_error is None),
                       failed_calls=failed_calls, calls=calls, reused_kb=reused,
-                      write_seconds=0.0 if reused else round(sum(w.seconds for w in writes), 3))
+                      write_seconds=0.0 if reused else round(sum(w.seconds for w in writes), 3),
+                      read_cpu_seconds=round(sum(c.read_cpu_s for c in cases), 3))

@@ -320,6 +320,7 @@ def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_
     try:
         res = program.op(program.session.read, qd)
         case.retrieved, case.debug_logs, case.toolkit_calls = res.output or "", res.logs, res.llm_calls
+        case.read_cpu_s = round(res.cpu_s, 6)
     except SandboxError as exc:
         case.error = str(exc)
     case.waits["toolkit"] = program.toolkit.waited()

@@ -21,6 +21,7 @@ in `warnings`, each starting "contract:", for the reflector. Pure functions, no 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, NamedTuple
 
 from sandbox.contract import (CONSTANT_NAMES, KNOWLEDGE_ITEM, MAX_CONSTANT_CHARS, MAX_DEFAULT_JSON_CHARS,
@@ -192,3 +193,11 @@ def check_str_list(value: Any, max_items: int = 64, max_chars: int = 500) -> lis
     if not isinstance(value, list):
         return []
     return [v[:max_chars] for v in value if type(v) is str][:max_items]
+
+
+def reported_cpu(value: Any, seconds: float) -> float:
+    """The CPU seconds a worker reports for one op, kept within what is possible: a finite number
+    between 0 and the op's wall time (one thread cannot use more); anything else counts as 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0.0
+    return min(max(float(value), 0.0), max(seconds, 0.0))

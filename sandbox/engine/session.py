@@ -33,7 +33,7 @@ from sandbox.engine.launch import Launcher, SubprocessLauncher, WorkerProcess, e
 from sandbox.engine.launchers import default_launcher, set_default_launcher
 from sandbox.engine.layers import ENGINE_LAYERS, log_layer_warnings
 from sandbox.engine.llm_proxy import serve_llm_request
-from sandbox.engine.received import check_load_reply, check_logs, check_str_list
+from sandbox.engine.received import check_load_reply, check_logs, check_str_list, reported_cpu
 from sandbox.engine.spares import SPARES
 from sandbox.protocol import (FrameError, LoadInfo, OpResult, SandboxError, SandboxLimits, Verdict,
                               encode_frame)
@@ -224,7 +224,9 @@ class ProgramSession:
         if not reply.get("ok"):
             self._fail(self._error_verdict(reply, stage, (stage,)), logs)
         output = reply.get("output") if stage == "read" else None  # read() re-checks it
-        return OpResult(output=output, logs=logs, llm_calls=calls, seconds=time.monotonic() - t0, llm_refused=refused)
+        seconds = time.monotonic() - t0
+        return OpResult(output=output, logs=logs, llm_calls=calls, seconds=seconds, llm_refused=refused,
+                        cpu_s=reported_cpu(reply.get("cpu_s"), seconds))
 
     def _exchange(self, request: dict[str, Any], stage: str, budget: int) -> tuple[dict[str, Any], int, int]:
         """Send one op and serve the worker's LLM requests until its result frame arrives."""

@@ -9,11 +9,12 @@ Started by engine/session.py through a launcher (never imported by the engine). 
   2. import everything it will ever need and warm chromadb up (one client for the whole life);
   3. "ready" frame -> engine;
   4. "load": import the engine's allowed modules, take the keeper's cgroup report, chroot into
-     the scratch dir, drop to uid 65534 (then PDEATHSIG, which a credential change clears),
-     install the seccomp filter
-     (sandbox.jail.seccomp), gate + exec the program (sandbox.worker.loader), KnowledgeBase(toolkit);
+     the scratch dir, drop to uid 65534 (then PDEATHSIG, which a credential change clears), install
+     the seccomp filter (sandbox.jail.seccomp), gate + exec the program (sandbox.worker.loader),
+     KnowledgeBase(toolkit);
   5. "write"/"read" until the engine kills it. Every program call is wrapped in
-     `except BaseException` and reported as an error frame -- SystemExit included. Load and
+     `except BaseException` and reported as an error frame -- SystemExit included -- and each
+     result carries the op's thread CPU (`cpu_s`: program work, not waiting). Load and
      writes run on the main thread, in the order they come; reads may overlap, each on a thread
      of a small pool (at most `limits.parallel_reads`), so the LLM calls they wait on are in
      flight together (sandbox.worker.channel routes the replies).
@@ -141,9 +142,8 @@ class Worker:
 
         forked = _SERVER_SETTINGS is not None
         settings = _SERVER_SETTINGS if forked else Settings(anonymized_telemetry=False, allow_reset=False)
-        # The client starts chromadb's tokio runtime, by default a thread per core. One serves this
-        # worker's one chroma call at a time with fewer hand-offs (measured: the vector-search seed's
-        # writes 3.3 -> 2.3 ms a chunk). Set in-process: the worker's environment block stays as given.
+        # chromadb's tokio runtime: one thread, not one per core -- one chroma call at a time needs no
+        # more (a vector-search write: 3.3 -> 2.3 ms a chunk). In-process: the environment block stays.
         os.environ["TOKIO_WORKER_THREADS"] = "1"
         self._chroma_client = chromadb.EphemeralClient(settings)
         self._db = make_database(self.clock)
@@ -212,10 +212,12 @@ class Worker:
             else:
                 self.log.take()
                 self.clock.start(self.limits.call_timeout_s * _DB_DEADLINE_FRACTION)
+                cpu0 = time.thread_time()   # this thread's CPU: waiting on a toolkit call is not in it
                 try:
                     reply = handler(request)
                 finally:
                     self.clock.stop()
+                reply["cpu_s"] = round(time.thread_time() - cpu0, 6)
             reply["op"], reply["id"] = "result", op_id
             reply["logs"] = self.log.take()
             try:
@@ -314,10 +316,9 @@ _SERVER_SETTINGS: Any = None
 
 
 def prepare_in_server() -> None:
-    """Called by the fork server after its imports: what every forked worker would otherwise
-    redo. A worker forked after this skips `_warm_up`: the server has imported every module the
-    warm-up would pull in (tests/test_sandbox_forkserver.py checks that no collection method
-    imports anything new), and that warm-up costs ~45 ms of the ~90 ms to a ready worker."""
+    """Called by the fork server after its imports: what every forked worker would otherwise redo.
+    A worker forked after this skips `_warm_up` (~45 ms of the ~90 ms to a ready worker): the server
+    imported all it pulls in (tests/test_sandbox_forkserver.py: no collection method imports more)."""
     global _SERVER_SETTINGS
     from chromadb.config import Settings
 
@@ -325,8 +326,7 @@ def prepare_in_server() -> None:
 
 
 def _warm_up(chroma: Any) -> None:
-    """Exercise every collection method once so chromadb's lazy imports happen while the worker
-    can still read the interpreter's files (before the uid drop)."""
+    """Every collection method once: chromadb's lazy imports happen before the uid drop."""
     col = chroma.get_or_create_collection("mstar_warm_up", metadata={"hnsw:space": "cosine"})
     col.add(ids=["a", "b"], documents=["warm up", "second"], metadatas=[{"k": 1}, {"k": 2}])
     col.upsert(ids=["c"], documents=["third"], metadatas=[{"k": 3}])
