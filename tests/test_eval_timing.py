@@ -1,7 +1,8 @@
-"""The write time an evaluation records (EvalResult.write_seconds, `write_s` in the lineage's
-timing): the worker's writes, one after another -- the program work the benchmarks' critical-path
-bound leaves out. Each write keeps its own seconds in the cases file; their sum is the
-evaluation's, and the final evaluation reports its slowest program."""
+"""The program work an evaluation records -- what the benchmarks' critical-path bound leaves out:
+its write time (EvalResult.write_seconds, `write_s` in the lineage's timing), the worker's writes
+one after another, each write keeping its own seconds in the cases file, the final evaluation
+reporting its slowest program; and its reads' CPU (EvalResult.read_cpu_seconds, `read_cpu_s` /
+`child_read_cpu_s`), summed over the cases. Both from one small run."""
 from __future__ import annotations
 
 import json
@@ -13,12 +14,18 @@ from mstar.evaluation.records import EvalResult, WriteRecord, summarise
 from mstar.run import events as ev_types
 
 SMALL = ["--task", "sample", "--size", "0.3", "--static-size", "6", "--confirm-size", "0", "--quiet",
-         "--iterations", "1"]
+         "--iterations", "2"]
 
 
-def test_each_write_is_timed_and_the_evaluation_sums_them(tmp_path):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("timing") / "run"
     assert main(["evolve", *SMALL, "--out", str(out)]) == 0
+    return out
+
+
+def test_each_write_is_timed_and_the_evaluation_sums_them(small_run):
+    out = small_run
     evs = ev_types.read_lineage(out / "lineage.jsonl")
     seeds = ev_types.seeds(evs)
     assert seeds
@@ -41,3 +48,19 @@ def test_an_evaluation_on_a_kept_knowledge_base_wrote_nothing():
     old = EvalResult.from_dict({"mean_score": 0.5, "cases": [], "writes": [{"episode_id": "e1", "raw_text": "",
                                                                             "item": {}}], "per_category": {}})
     assert old.write_seconds == 0.0 and old.writes[0].seconds == 0.0   # files from before the field
+
+
+def test_the_evaluation_sums_its_reads_cpu_into_the_lineage(small_run):
+    out = small_run
+    evs = ev_types.read_lineage(out / "lineage.jsonl")
+    for e in ev_types.seeds(evs):
+        record = json.loads((out / "cases" / f"{e.program_id}.static.json").read_text())
+        per_read = [c["read_cpu_s"] for c in record["cases"]]
+        assert per_read and all(x >= 0 for x in per_read) and sum(per_read) > 0
+        assert record["read_cpu_seconds"] == pytest.approx(sum(per_read), abs=2e-3)
+        assert e.timing["read_cpu_s"] == record["read_cpu_seconds"]
+    children = [e for e in ev_types.iterations(evs) if e.program_id]
+    assert children and all(e.timing["child_read_cpu_s"] >= 0 for e in children)
+    for e in children:
+        record = json.loads((out / "cases" / f"{e.program_id}.static.json").read_text())
+        assert e.timing["child_read_cpu_s"] == record["read_cpu_seconds"]
