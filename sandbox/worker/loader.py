@@ -163,7 +163,8 @@ def load_program(source: str, allowed_imports: Sequence[str], *, log: Callable[[
     """
     allowed_imports = tuple(allowed_imports)
     tree = _static_checks(source, allowed_imports, max_source_bytes)
-    future = static_gate.strip_future_imports(tree)
+    # No `__future__` in the text, no such import in the tree: the walk is skipped.
+    future = static_gate.strip_future_imports(tree) if "__future__" in source else set()
     code = _compile(tree)
     ns = build_namespace(allowed_imports, log)
     try:

@@ -113,6 +113,7 @@ def build_namespace(allowed_imports: Sequence[str], log: Callable[[str], None],
     module_name = module_name or f"memory_program_{uuid.uuid4().hex[:12]}"
     ns = ProgramNamespace(globals={}, module_name=module_name)
     is_program = ns.is_program_class
+    program_classes = ns.program_classes
 
     def is_program_object(obj: Any) -> bool:
         return is_program(obj) or is_program(type(obj))
@@ -174,16 +175,23 @@ def build_namespace(allowed_imports: Sequence[str], log: Callable[[str], None],
             # (a read of a speaker-indexed program makes ~3,000 attribute reads, and the full
             # path was half of its time). Its value gets the same checks as below; none of
             # the dunder-name checks applies to it.
-            found, value = lookup(obj, name, default)
-            if not found:
-                return value
+            try:   # lookup(), inlined: this path runs once per `a.b` in the program
+                value = getattr(obj, name)
+            except AttributeError:
+                if default is _MISSING:
+                    raise
+                return default
             kind = type(value)
-            if kind in _PLAIN_VALUES:
-                return value
+            if kind in _PLAIN_VALUES or kind is types.FunctionType:
+                return value   # data, or a Python function: checked_value passes both unchanged
             # A builtin method of a plain object ("x".lower, d.get, math.log): guard_result lets
             # it through unless it is str.format/format_map, which take its slow path.
             if kind is types.BuiltinMethodType and type(value.__self__) in _PLAIN_OWNERS \
                     and value.__name__ not in _FORMAT_NAMES:
+                return value
+            # A method of the program's own object (`self.score`): no program class can derive
+            # from an attribute walker (program_class refuses the base), so guard_result passes it.
+            if kind is types.MethodType and type(value.__self__) in program_classes:
                 return value
             return checked_value(value, name)
         if type(name) is not str:
