@@ -32,12 +32,12 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
 from typing import Any
 
+from sandbox.engine import scratch
 from sandbox.engine.launch import ENGINE_ROOT, WORKER_PATH, Launcher, call_in_spawner_thread
 
 log = logging.getLogger(__name__)
@@ -232,7 +232,7 @@ def _server_env(home: str) -> dict[str, str]:
 
 
 def _start_server(timeout_s: float) -> _Server:
-    home = tempfile.mkdtemp(prefix="mstar-fsrv-")
+    home = scratch.make_dir(scratch.SERVER_PREFIX)
     engine_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         args = [sys.executable, "-I", "-c", SERVER_BOOT, ENGINE_ROOT,

@@ -22,12 +22,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Protocol
 
+from sandbox.engine import scratch
 from sandbox.jail import cgroups
 from sandbox.protocol import SandboxLimits
 
@@ -150,7 +150,7 @@ class WorkerProcess:
 
 
 def spawn(launcher: Launcher, limits: SandboxLimits) -> WorkerProcess:
-    home = tempfile.mkdtemp(prefix="mstar-sbx-")
+    home = scratch.make_dir(scratch.WORKER_PREFIX)
     to_worker_r, to_worker_w = os.pipe2(os.O_CLOEXEC)
     from_worker_r, from_worker_w = os.pipe2(os.O_CLOEXEC)
     args = ["--in-fd", str(to_worker_r), "--out-fd", str(from_worker_w),
