@@ -17,7 +17,8 @@ Started by engine/session.py through a launcher (never imported by the engine). 
      result carries the op's thread CPU (`cpu_s`: program work, not waiting). Load and
      writes run on the main thread, in the order they come; reads may overlap, each on a thread
      of a small pool (at most `limits.parallel_reads`), so the LLM calls they wait on are in
-     flight together (sandbox.worker.channel routes the replies).
+     flight together (sandbox.worker.channel routes the replies), and they take turns on the
+     CPU between those waits (sandbox.worker.baton).
 
 The worker trusts the engine's frames; the engine trusts nothing the worker sends.
 """
@@ -38,11 +39,11 @@ from typing import Any
 from sandbox.jail import limits as oslimits
 from sandbox.jail import cgroups, pidns, seccomp
 from sandbox.protocol import FrameError, SandboxLimits
+from sandbox.worker.baton import RESUMING, Baton
 from sandbox.worker.channel import WorkerChannel
+from sandbox.worker.errors import describe, error, program_error, program_line
 from sandbox.worker.toolkit import LogSink, OpClock, make_toolkit
 
-PROGRAM_FILENAME_PREFIX = "<program"  # the loader compiles program text under "<program...>"
-MAX_MESSAGE_CHARS = 2000
 # Modules imported lazily by stdlib code a program may call; after the uid drop the interpreter's
 # files may be unreadable, so they are imported up front.
 # Other codecs than these fail with "unknown encoding" inside programs (a known, rare gap).
@@ -57,34 +58,6 @@ _DB_DEADLINE_FRACTION = 0.9
 READ_THREAD_STACK = 4 * 1024 * 1024
 
 
-def program_line(exc: BaseException) -> int | None:
-    """Line in the program of the innermost traceback frame that belongs to the program."""
-    line, tb = None, exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename.startswith(PROGRAM_FILENAME_PREFIX):
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
-
-
-def describe(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except BaseException as inner:  # noqa: BLE001 -- a program's __str__ may itself misbehave
-        text = f"<str() failed: {type(inner).__name__}>"
-    name = type(exc).__name__
-    return (f"{name}: {text}" if text else name)[:MAX_MESSAGE_CHARS]
-
-
-def error(stage: str, gate: str, rule: str, message: str, line: int | None = None) -> dict[str, Any]:
-    return {"stage": stage, "gate": gate, "rule": rule, "message": message[:MAX_MESSAGE_CHARS], "line": line}
-
-
-def program_error(stage: str, exc: BaseException) -> dict[str, Any]:
-    rule = "exit" if isinstance(exc, (SystemExit, KeyboardInterrupt)) else "exception"
-    return error(stage, "runtime", rule, describe(exc), program_line(exc))
-
-
 class Worker:
     def __init__(self, in_fd: int, out_fd: int, parent_pid: int, limits: SandboxLimits, home: str,
                  net_namespace: bool = True, layers: list[str] | None = None,
@@ -92,6 +65,7 @@ class Worker:
         self.in_fd, self.out_fd, self.parent_pid = in_fd, out_fd, parent_pid
         self.channel = WorkerChannel(in_fd, out_fd)
         self.readers: concurrent.futures.ThreadPoolExecutor | None = None  # made after the load
+        self.baton = Baton()
         self.net_namespace = net_namespace
         self.limits, self.home = limits, home
         self.layers: list[str] = list(layers or [])  # e.g. the pid namespace, entered in main()
@@ -162,16 +136,20 @@ class Worker:
         self.toolkit = make_toolkit(self._db, chroma, self.log, self.ask_engine)
 
     def ask_engine(self, messages: list[dict[str, str]]) -> dict[str, Any]:
-        started = time.monotonic()
+        started, turn = time.monotonic(), self.baton.give()   # another read runs while this one waits
         reply = self.channel.ask(messages)
+        if turn:
+            self.baton.take(RESUMING)
         self.clock.extend(time.monotonic() - started)  # LLM time does not count against the op
         if reply.get("op") != "llm_reply":
             return {"ok": False, "kind": "error", "error": f"unexpected reply {reply.get('op')!r}"}
         return reply
 
     def embed_engine(self, texts: list[str]) -> dict[str, Any]:
-        started = time.monotonic()
+        started, turn = time.monotonic(), self.baton.give()
         reply = self.channel.embed(texts)
+        if turn:
+            self.baton.take(RESUMING)
         self.clock.extend(time.monotonic() - started)  # nor does embedding time
         if reply.get("op") != "embed_reply":
             return {"ok": False, "error": f"unexpected reply {reply.get('op')!r}"}
@@ -193,14 +171,20 @@ class Worker:
                 self.run_op(request, op_id, threaded=False)
                 if request.get("op") == "load" and self.kb is not None and self.limits.parallel_reads > 1:
                     threading.stack_size(READ_THREAD_STACK)  # threads start after the seccomp filter
+                    # Reads take turns (sandbox.worker.baton); a short GIL slice lets the main thread
+                    # route an LLM reply while a read computes, so the read that waited goes next.
+                    sys.setswitchinterval(0.0005)
                     self.readers = concurrent.futures.ThreadPoolExecutor(self.limits.parallel_reads,
                                                                          thread_name_prefix="read")
 
     def _run_threaded(self, request: dict[str, Any], op_id: int) -> None:
+        self.baton.take()   # reads take turns on the CPU (sandbox.worker.baton)
         try:
             self.run_op(request, op_id, threaded=True)
         except BaseException:  # noqa: BLE001 -- the result could not be sent: the engine is gone
             os._exit(75)
+        finally:
+            self.baton.give()
 
     def run_op(self, request: dict[str, Any], op_id: int, threaded: bool) -> None:
         op = request.get("op")
