@@ -18,7 +18,7 @@ import queue
 import threading
 from typing import Any
 
-from sandbox.protocol import FrameError, recv_frame, send_frame
+from sandbox.protocol import FrameBuffer, FrameError, send_frame
 
 ENGINE_GONE_EXIT = 75  # the engine closed the pipe: nobody is left to report to
 _REPLIES = ("llm_reply", "embed_reply")   # the engine's answers to an op's requests
@@ -31,6 +31,8 @@ class WorkerChannel:
         self._mailboxes: dict[int, queue.SimpleQueue] = {}
         self._boxes_lock = threading.Lock()
         self._deferred: collections.deque[dict[str, Any]] = collections.deque()
+        self._buffer = FrameBuffer()   # the main thread's: bytes read, not yet whole frames
+        self._inbox: collections.deque[dict[str, Any]] = collections.deque()   # whole, not yet taken
         self._current = threading.local()    # the op this thread runs: .op_id, .threaded
 
     # ------------------------------------------------------------ sending
@@ -58,7 +60,7 @@ class WorkerChannel:
         if self._deferred:
             return self._deferred.popleft()
         while True:
-            frame = recv_frame(self.in_fd)
+            frame = self._recv()
             if not self._route_reply(frame):
                 return frame
 
@@ -83,13 +85,25 @@ class WorkerChannel:
             return box.get()
         while True:  # the main thread reads on until its own reply comes
             try:
-                frame = recv_frame(self.in_fd)
+                frame = self._recv()
             except EOFError:
                 os._exit(ENGINE_GONE_EXIT)
             if frame.get("op") == reply_op and frame.get("id", 0) == op_id:
                 return frame
             if not self._route_reply(frame):
                 self._deferred.append(frame)  # a request: run once this op is done
+
+    def _recv(self) -> dict[str, Any]:
+        """Main thread: the next frame from the engine. Whatever the pipe holds is read at once
+        and split into frames here: a frame read on its own costs two reads, each giving up the
+        GIL, and with a read computing meanwhile each took ~0.5 ms to get it back -- 25 read
+        requests and their LLM replies queued ~45 ms in the pipe (measured)."""
+        while not self._inbox:
+            data = os.read(self.in_fd, 1 << 20)
+            if not data:
+                raise EOFError("pipe closed")
+            self._inbox.extend(self._buffer.feed(data))
+        return self._inbox.popleft()
 
     def _route_reply(self, frame: dict[str, Any]) -> bool:
         """Hand a reply to the threaded op waiting for it; False for anything else."""

@@ -25,7 +25,6 @@ The worker trusts the engine's frames; the engine trusts nothing the worker send
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import faulthandler
 import importlib
 import json
@@ -42,6 +41,7 @@ from sandbox.protocol import FrameError, SandboxLimits
 from sandbox.worker.baton import RESUMING, Baton
 from sandbox.worker.channel import WorkerChannel
 from sandbox.worker.errors import describe, error, program_error, program_line
+from sandbox.worker.readers import ReadPool
 from sandbox.worker.toolkit import LogSink, OpClock, make_toolkit
 
 # Modules imported lazily by stdlib code a program may call; after the uid drop the interpreter's
@@ -64,7 +64,7 @@ class Worker:
                  warnings: list[str] | None = None, keeper_report_fd: int | None = None) -> None:
         self.in_fd, self.out_fd, self.parent_pid = in_fd, out_fd, parent_pid
         self.channel = WorkerChannel(in_fd, out_fd)
-        self.readers: concurrent.futures.ThreadPoolExecutor | None = None  # made after the load
+        self.readers: ReadPool | None = None  # made after the load
         self.baton = Baton()
         self.net_namespace = net_namespace
         self.limits, self.home = limits, home
@@ -166,7 +166,7 @@ class Worker:
                 return
             op_id = request.get("id", 0)
             if request.get("op") == "read" and self.readers is not None:
-                self.readers.submit(self._run_threaded, request, op_id)
+                self.readers.submit(request, op_id)
             else:
                 self.run_op(request, op_id, threaded=False)
                 if request.get("op") == "load" and self.kb is not None and self.limits.parallel_reads > 1:
@@ -174,8 +174,7 @@ class Worker:
                     # Reads take turns (sandbox.worker.baton); a short GIL slice lets the main thread
                     # route an LLM reply while a read computes, so the read that waited goes next.
                     sys.setswitchinterval(0.0005)
-                    self.readers = concurrent.futures.ThreadPoolExecutor(self.limits.parallel_reads,
-                                                                         thread_name_prefix="read")
+                    self.readers = ReadPool(self.limits.parallel_reads, self._run_threaded)
 
     def _run_threaded(self, request: dict[str, Any], op_id: int) -> None:
         self.baton.take()   # reads take turns on the CPU (sandbox.worker.baton)
