@@ -1,6 +1,7 @@
 """A child's worker started while its gates run (mstar/evaluation/prestart.py)."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from mstar.config import LLMConfig, SandboxConfig
@@ -88,3 +89,21 @@ def test_in_a_run_every_childs_evaluation_takes_the_worker_started_during_its_ga
     assert PRESTARTS.taken - taken >= len(children)
     assert PRESTARTS.started - started >= PRESTARTS.taken - taken
     assert not PRESTARTS._by_key            # nothing left waiting after the run
+
+
+def test_whether_write_reads_its_item_is_answered_while_the_gates_run():
+    from mstar.evaluation.item_use import write_ignores_item
+
+    src = SEED_A + "\n# a text of its own: not in the check's cache yet\n"
+    before = write_ignores_item.cache_info()
+    token = prestart(src, SandboxConfig(), embed=None)
+    try:
+        deadline = time.monotonic() + 10
+        while write_ignores_item.cache_info().currsize == before.currsize and time.monotonic() < deadline:
+            time.sleep(0.01)
+        hits = write_ignores_item.cache_info().hits
+        write_ignores_item(src)   # what the evaluation asks when it begins
+        assert write_ignores_item.cache_info().hits == hits + 1
+    finally:
+        PRESTARTS.drop(token)
+        drain_closes()
