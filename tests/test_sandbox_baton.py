@@ -9,6 +9,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from run_helpers import SCHEMA_HEADER
 from sandbox.engine.session import ProgramSession
 from sandbox.worker import baton as baton_mod
 from sandbox.worker.baton import RESUMING, STARTING, Baton
@@ -62,24 +63,7 @@ def test_a_thread_that_never_gets_its_turn_runs_after_the_patience_and_the_holde
     assert b.give() is True and b.give() is False
 
 
-PROGRAM = '''
-from dataclasses import dataclass, field
-
-INSTRUCTION_KNOWLEDGE_ITEM = "Extract the facts."
-INSTRUCTION_QUERY = "Write a search query."
-INSTRUCTION_RESPONSE = "Answer briefly."
-ALWAYS_ON_KNOWLEDGE = ""
-
-
-@dataclass
-class KnowledgeItem:
-    facts: str = field(default="", metadata={"description": "facts worth keeping"})
-
-
-@dataclass
-class Query:
-    text: str = field(default="", metadata={"description": "search text"})
-
+PROGRAM = SCHEMA_HEADER + '''
 
 class KnowledgeBase:
     def __init__(self, toolkit):
@@ -92,7 +76,7 @@ class KnowledgeBase:
         score = 0
         for i in range(80000):       # a few ms of scoring, then one toolkit call
             score += i % 7
-        reply = self.toolkit.llm_completion([{"role": "user", "content": query.text}])
+        reply = self.toolkit.llm_completion([{"role": "user", "content": query.query_text}])
         return reply + " " + str(score)
 '''
 
@@ -102,13 +86,13 @@ def test_reads_that_compute_then_wait_come_back_one_by_one():
         return "summary"
     with ProgramSession(PROGRAM, llm=llm) as s:
         s.start()
-        s.read({"text": "warm-up"})
+        s.read({"query_text": "warm-up"})
         spreads = []
         for _ in range(3):
             t0, ends = time.perf_counter(), []
 
             def one(i):
-                out = s.read({"text": f"q{i}"}).output
+                out = s.read({"query_text": f"q{i}"}).output
                 ends.append(time.perf_counter() - t0)
                 return out
             with ThreadPoolExecutor(24) as pool:

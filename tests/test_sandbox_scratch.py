@@ -16,26 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from run_helpers import SCHEMA_HEADER
+
 ROOT = str(Path(__file__).resolve().parents[1])
 
-PROGRAM = '''
-from dataclasses import dataclass, field
-
-INSTRUCTION_KNOWLEDGE_ITEM = "Extract the facts."
-INSTRUCTION_QUERY = "Write a search query."
-INSTRUCTION_RESPONSE = "Answer briefly."
-ALWAYS_ON_KNOWLEDGE = ""
-
-
-@dataclass
-class KnowledgeItem:
-    facts: str = field(default="", metadata={"description": "facts worth keeping"})
-
-
-@dataclass
-class Query:
-    text: str = field(default="", metadata={"description": "search text"})
-
+PROGRAM = SCHEMA_HEADER + '''
 
 class KnowledgeBase:
     def __init__(self, toolkit):
