@@ -27,8 +27,9 @@ item, so those writes run while its extractions are still out (mstar/evaluation/
 program whose writes need the items writes after them, its `writes` on top of its chain.
 The `reads` column is the other half of that work: the CPU the reads spent in the worker, summed
 (for the iteration rows the child's, on average; else the largest of the programs'). Reads
-overlap their LLM waits but not one another's Python, so an evolved read that scores paragraphs
-(~2.5 ms each under the sandbox's guards) adds ~60 ms to an evaluation of 25 reads.
+overlap their LLM waits but not one another's Python: they take turns on the worker's CPU
+(sandbox/worker/baton.py) and come back one by one, so an evolved read that scores paragraphs
+(~3 ms each under the sandbox's guards) adds ~80 ms to an evaluation of 25 reads.
 
 Rows: seconds per iteration at K=1 (--rotating reuse and fresh), the seed evaluation (3 seeds
 at once), the final evaluation (the best program and the best seed on 191 questions; the
