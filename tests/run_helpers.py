@@ -43,9 +43,8 @@ def lineage(run: Path) -> list[dict]:
     return [{k: v for k, v in e.items() if k not in TIMING_KEYS} for e in events]
 
 
-# The interface's constants and schemas, for tests that need a program with a KnowledgeBase of
-# their own: SCHEMA_HEADER + "class KnowledgeBase: ...".
-SCHEMA_HEADER = '''from dataclasses import dataclass, field
+SEED_A = '''"""Seed A."""
+from dataclasses import dataclass, field
 
 INSTRUCTION_KNOWLEDGE_ITEM = "Write down the facts."
 INSTRUCTION_QUERY = "Ask for the fact."
@@ -61,10 +60,7 @@ class KnowledgeItem:
 @dataclass
 class Query:
     query_text: str = field(default="", metadata={"description": "what to look up"})
-'''
 
-SEED_A = '''"""Seed A."""
-''' + SCHEMA_HEADER + '''
 
 class KnowledgeBase:
     def __init__(self, toolkit):

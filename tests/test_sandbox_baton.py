@@ -9,7 +9,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from run_helpers import SCHEMA_HEADER
+from test_sandbox_host import kb
 from sandbox.engine.session import ProgramSession
 from sandbox.worker import baton as baton_mod
 from sandbox.worker.baton import RESUMING, STARTING, Baton
@@ -63,10 +63,7 @@ def test_a_thread_that_never_gets_its_turn_runs_after_the_patience_and_the_holde
     assert b.give() is True and b.give() is False
 
 
-PROGRAM = SCHEMA_HEADER + '''
-
-class KnowledgeBase:
-    def __init__(self, toolkit):
+PROGRAM = kb('''    def __init__(self, toolkit):
         self.toolkit = toolkit
 
     def write(self, item, raw_text):
@@ -76,9 +73,9 @@ class KnowledgeBase:
         score = 0
         for i in range(80000):       # a few ms of scoring, then one toolkit call
             score += i % 7
-        reply = self.toolkit.llm_completion([{"role": "user", "content": query.query_text}])
+        reply = self.toolkit.llm_completion([{"role": "user", "content": query.text}])
         return reply + " " + str(score)
-'''
+''')
 
 
 def test_reads_that_compute_then_wait_come_back_one_by_one():
@@ -86,13 +83,13 @@ def test_reads_that_compute_then_wait_come_back_one_by_one():
         return "summary"
     with ProgramSession(PROGRAM, llm=llm) as s:
         s.start()
-        s.read({"query_text": "warm-up"})
+        s.read({"text": "warm-up"})
         spreads = []
         for _ in range(3):
             t0, ends = time.perf_counter(), []
 
             def one(i):
-                out = s.read({"query_text": f"q{i}"}).output
+                out = s.read({"text": f"q{i}"}).output
                 ends.append(time.perf_counter() - t0)
                 return out
             with ThreadPoolExecutor(24) as pool:

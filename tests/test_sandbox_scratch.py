@@ -16,14 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from run_helpers import SCHEMA_HEADER
+from test_sandbox_host import kb
 
 ROOT = str(Path(__file__).resolve().parents[1])
 
-PROGRAM = SCHEMA_HEADER + '''
-
-class KnowledgeBase:
-    def __init__(self, toolkit):
+PROGRAM = kb('''    def __init__(self, toolkit):
         self.notes = []
 
     def write(self, item, raw_text):
@@ -31,7 +28,7 @@ class KnowledgeBase:
 
     def read(self, query):
         return " ".join(self.notes)[:100]
-'''
+''')
 
 # An engine: starts `n` workers (each loads PROGRAM), says READY, then waits or ends cleanly.
 ENGINE = '''
