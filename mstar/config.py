@@ -34,6 +34,8 @@ class RoleConfig:
     command: str | None = None        # backend "command": prompt on stdin, completion on stdout
     cache: str = "auto"               # "reuse", "replay", "off"; auto: replay for the reflector,
                                       # reuse for the others, off for the offline backend
+    rpm: float | None = None          # pace this role's endpoint below a known limit: requests ...
+    tpm: float | None = None          # ... and tokens per minute (roles on one endpoint share it)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class LLMConfig:
     max_usd: float | None = None              # hard budgets, checked at iteration boundaries
     max_tokens: int | None = None
     prices: dict = dataclasses.field(default_factory=dict)  # model -> {input, output, cached_input} USD/1M
+    max_in_flight: int = 64                   # calls in flight at once, all roles and endpoints together
+    rate_limit_patience_s: float = 600.0      # an endpoint that answers only 429 this long stops the run
 
     def role(self, name: str) -> RoleConfig:
         if name not in ROLES:

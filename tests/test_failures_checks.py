@@ -85,11 +85,14 @@ def test_a_toml_error_names_the_file_and_the_table(tmp_path, capsys):
 
 
 class _Router:
-    def __init__(self, flying):
-        self.flying = flying
+    def __init__(self, flying, throttled=None):
+        self.flying, self.throttled = flying, throttled
 
     def in_flight(self):
         return {"task": self.flying, "reflector": 0}
+
+    def throttling(self):
+        return [self.throttled] if self.throttled else []
 
 
 class _Clock:
@@ -114,14 +117,21 @@ def test_live_progress_lines_when_not_a_terminal():
     live.attempt_error("judge", "rate_limit", "role 'judge': HTTP 429 (slow down)")
     clock.now += 6
     live.show()
-    assert out.getvalue() == ("wait  seed_vector_search: cases 0/6, writes 12/20, 7 calls in flight, 3 retries, "
+    # a 429 is not a retry: the call waits on its endpoint's limiter (issue 28)
+    assert out.getvalue() == ("wait  seed_vector_search: cases 0/6, writes 12/20, 7 calls in flight, 2 retries, "
                               "0 failed, 11s\n")
     said = err.getvalue().splitlines()
     assert len(said) == 2 and "timed out after 4s" in said[0] and "HTTP 429 (slow down)" in said[1]
+    assert "paced together" in said[1] and "waiting, not failing" in said[1]
+    live.router.throttled = {"throttling": True, "pace_rpm": 582.4, "served_rpm": 570.0, "rate_limited": 41}
+    clock.now += 10
+    live.show()
+    assert out.getvalue().splitlines()[-1] == ("wait  seed_vector_search: cases 0/6, writes 12/20, 7 calls in "
+                                               "flight, throttled to 582/min (41 x 429), 2 retries, 0 failed, 21s")
     live.end(entry)
     clock.now += 30
     live.show()
-    assert out.getvalue().count("\n") == 1              # nothing in flight: nothing to say
+    assert out.getvalue().count("\n") == 2              # nothing in flight: nothing to say
 
 
 def test_live_progress_bar_on_a_terminal_is_redrawn_and_cleared():

@@ -84,7 +84,8 @@ def _check_numbers(args) -> str | None:
             return f"{flag} {value}: give {low} or more"
     if args.train_ratio is not None and args.train_ratio < 0:
         return f"--train-ratio {args.train_ratio}: give 0 (every episode) or more"
-    return None
+    from mstar.commands.evolve import check_llm_numbers
+    return check_llm_numbers(args)
 
 
 def cmd_baselines(args) -> int:

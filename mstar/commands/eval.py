@@ -60,7 +60,7 @@ def _queries_and_episodes(task, args):
 
 
 def cmd_eval(args) -> int:
-    from mstar.commands.evolve import resolve_llm
+    from mstar.commands.evolve import check_llm_numbers, resolve_llm
     from mstar.config import SandboxConfig
     from mstar.evaluation import evaluate
     from mstar.llm.router import LLMRouter
@@ -70,6 +70,10 @@ def cmd_eval(args) -> int:
     from mstar.commands import load_task_or_report, task_options
     from sandbox.engine.terminal import terminal_safe
 
+    problem = check_llm_numbers(args)
+    if problem:
+        print(f"mstar: {problem}", file=sys.stderr)
+        return 2
     try:
         label, source = load_program_source(args.program)
     except (ValueError, FileNotFoundError) as exc:

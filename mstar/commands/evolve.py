@@ -120,6 +120,15 @@ def add_llm_args(p: argparse.ArgumentParser) -> None:
                         "defaults.timeout_s=60 (repeatable)")
     p.add_argument("--cache-dir", default=None, help="response cache folder, shared by runs (default .mstar-cache)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
+    p.add_argument("--max-in-flight", type=int, default=None, metavar="N",
+                   help="LLM calls in flight at once, all roles and endpoints together (default 64)")
+    p.add_argument("--rpm", type=float, default=None, metavar="N",
+                   help="pace each endpoint below N requests per minute (a known rate limit; 429s are "
+                        "handled without it)")
+    p.add_argument("--tpm", type=float, default=None, metavar="N", help="... and below N tokens per minute")
+    p.add_argument("--rate-limit-patience", type=float, default=None, metavar="S",
+                   help="stop the run (resumable) when an endpoint has answered only 429 for S seconds "
+                        "(default 600)")
 
 
 def resolve_llm(args) -> LLMConfig:
@@ -131,7 +140,9 @@ def resolve_llm(args) -> LLMConfig:
         reflector_model=args.reflector_model, api_key_env=args.api_key_env, offline_roles=args.offline_role,
         overrides=getattr(args, "llm", []), max_usd=getattr(args, "max_usd", None),
         max_tokens=getattr(args, "max_tokens", None), cache_dir=getattr(args, "cache_dir", None),
-        no_cache=getattr(args, "no_cache", False))
+        no_cache=getattr(args, "no_cache", False), max_in_flight=getattr(args, "max_in_flight", None),
+        rpm=getattr(args, "rpm", None), tpm=getattr(args, "tpm", None),
+        rate_limit_patience_s=getattr(args, "rate_limit_patience", None))
 
 
 def resolve_config(args) -> RunConfig:
@@ -180,6 +191,19 @@ def check_numbers(args) -> str | None:
         value = getattr(args, flag, None)
         if value is not None and not value > 0:
             return f"--{flag.replace('_', '-')} {value}: give a budget above 0"
+    return check_llm_numbers(args)
+
+
+def check_llm_numbers(args) -> str | None:
+    """The LLM pacing flags (shared by every command that takes add_llm_args)."""
+    value = getattr(args, "max_in_flight", None)
+    if value is not None and value < 1:
+        return f"--max-in-flight {value}: give 1 or more calls in flight"
+    for flag, what in (("rpm", "requests"), ("tpm", "tokens"), ("rate_limit_patience", "seconds")):
+        value = getattr(args, flag, None)
+        if value is not None and not value > 0:   # also NaN
+            unit = "seconds" if what == "seconds" else f"{what} per minute"
+            return f"--{flag.replace('_', '-')} {value}: give a number of {unit} above 0"
     return None
 
 
@@ -278,6 +302,9 @@ def _run(cfg, task, store, router, args) -> int:
           f"{len(task.test)} test queries ({task.metric_name})")
     for role, desc in router.describe().items():
         print(f"llm     {role:<10} {desc}")
+    if router.limiters:
+        print(f"llm     at most {router.max_in_flight} calls in flight over all roles; a 429 paces every caller "
+              "of its endpoint together" + _paced(cfg))
     progress = ProgressPrinter(cfg.evolution.iterations, args.quiet, ids=seed_ids(cfg))
     evo = Evolution(cfg, task, router, store, progress=progress)
     progress = both(progress, live_spend(router, cfg, task, evo, quiet=args.quiet))
@@ -301,6 +328,12 @@ def _run(cfg, task, store, router, args) -> int:
         print(f"mstar: warning: {len(lost)} LLM usage record(s) could not be written to "
               f"{store.root / 'llm_usage.jsonl'}: {lost[0]}", file=sys.stderr)
     return exit_code(summary)
+
+
+def _paced(cfg) -> str:
+    rpm = {cfg.llm.role(r).rpm for r in ROLES} - {None}
+    tpm = {cfg.llm.role(r).tpm for r in ROLES} - {None}
+    return "".join(f"; paced below {min(v):g} {unit}/min" for v, unit in ((rpm, "requests"), (tpm, "tokens")) if v)
 
 
 def exit_code(summary) -> int:

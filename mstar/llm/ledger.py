@@ -32,7 +32,7 @@ def call_kind(role: str, messages: list[dict]) -> str:
 def _zero() -> dict:
     return {"calls": 0, "api_calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0,
             "cached_tokens": 0, "saved_tokens": 0, "cost_usd": 0.0, "saved_usd": 0.0,
-            "retries": 0, "errors": 0}
+            "retries": 0, "errors": 0, "rate_limited": 0, "held_s": 0.0}
 
 
 def summarize(records: Iterable[UsageRecord], cost_of: Callable[[UsageRecord], float]) -> dict:
@@ -43,18 +43,21 @@ def summarize(records: Iterable[UsageRecord], cost_of: Callable[[UsageRecord], f
         t["calls"] += 1
         t["retries"] += r.retries
         t["errors"] += 1 if r.error else 0
+        t["rate_limited"] += r.rate_limited
+        t["held_s"] += r.held_s
         if r.cache_hit:
             t["cache_hits"] += 1
             t["saved_tokens"] += r.prompt_tokens + r.completion_tokens
             t["saved_usd"] += cost_of(r)
             continue
-        t["api_calls"] += 1 + r.retries
+        t["api_calls"] += 1 + r.retries + r.rate_limited
         t["prompt_tokens"] += r.prompt_tokens
         t["completion_tokens"] += r.completion_tokens
         t["cached_tokens"] += r.cached_tokens
         t["cost_usd"] += r.cost_usd
     t["cost_usd"] = round(t["cost_usd"], 6)
     t["saved_usd"] = round(t["saved_usd"], 6)
+    t["held_s"] = round(t["held_s"], 3)
     return t
 
 
@@ -156,8 +159,9 @@ class Ledger:
             budget += f" of ${self.budget.max_usd:.2f}"
         if self.budget.max_tokens is not None:
             budget += f" | {self.budget.spent_tokens:,} of {self.budget.max_tokens:,} tokens"
+        limited = f", {all_['rate_limited']} answered 429 (waited, not failed)" if all_["rate_limited"] else ""
         return (f"spend ${all_['cost_usd']:.4f}{budget} [{roles}] | {all_['calls']} calls, "
-                f"{all_['cache_hits']} cached, {all_['retries']} retries, {all_['errors']} failed")
+                f"{all_['cache_hits']} cached, {all_['retries']} retries, {all_['errors']} failed{limited}")
 
     def report(self) -> dict:
         """For summary.json: totals, per role and per kind of call, what the cache saved, budget."""

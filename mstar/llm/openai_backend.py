@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 
 from mstar.config import RoleConfig
+from mstar.llm.limiter import endpoint_key, parse_limit_hints
 from mstar.llm.retry import parse_retry_after
 from mstar.llm.types import (ChatResponse, EmptyCompletionError, FatalLLMError, LLMError, TransientLLMError,
                              estimate_tokens, messages_text)
@@ -40,7 +42,17 @@ class OpenAIBackend:
         self.base_url = cfg.base_url
         self._cfg = cfg
         self._openai = openai
-        self._client = openai.OpenAI(api_key=key, base_url=cfg.base_url, timeout=cfg.timeout_s, max_retries=0)
+        # Who keeps the quota (mstar/llm/limiter.py): roles on one base URL and key share a limiter.
+        self.endpoint = endpoint_key(cfg.base_url, key)
+        # The x-ratelimit-* headers of a reply: post() hands back only the body, so a response hook
+        # (run by the sync client in the calling thread) leaves the headers in a thread-local.
+        self._seen = threading.local()
+        http = openai.DefaultHttpxClient(event_hooks={"response": [self._keep_headers]})
+        self._client = openai.OpenAI(api_key=key, base_url=cfg.base_url, timeout=cfg.timeout_s, max_retries=0,
+                                     http_client=http)
+
+    def _keep_headers(self, response) -> None:
+        self._seen.headers = response.headers
 
     def request_params(self) -> dict:
         """Sampling parameters sent with every request (also part of the cache key)."""
@@ -57,6 +69,7 @@ class OpenAIBackend:
     def complete(self, messages: list[dict]) -> ChatResponse:
         oa, who = self._openai, f"role {self.role!r} ({self.model} at {self.base_url or 'api.openai.com'})"
         start = time.perf_counter()
+        self._seen.headers = None
         try:
             # The client's own post() (same connection pool, headers, timeout and errors as
             # chat.completions.create) with the body as we built it and the reply as bytes: create()
@@ -80,10 +93,16 @@ class OpenAIBackend:
                                 f"role's settings ({_brief(exc)})") from exc
         except oa.APIStatusError as exc:
             status = exc.status_code
+            if status == 429 and _error_code(exc) == "insufficient_quota":
+                # OpenAI's answer when the account has no credit left: a 429 no waiting fixes.
+                raise FatalLLMError(f"{who}: the account's quota is used up -- check its plan and billing "
+                                    f"({_brief(exc)})") from exc
             if status == 429 or status >= 500 or status in (408, 409):
                 kind = "rate_limit" if status == 429 else "server_error"
+                headers = exc.response.headers
                 raise TransientLLMError(f"{who}: HTTP {status} ({_brief(exc)})", kind=kind,
-                                        retry_after=parse_retry_after(exc.response.headers)) from exc
+                                        retry_after=parse_retry_after(headers),
+                                        hints=parse_limit_hints(headers) if status == 429 else None) from exc
             raise LLMError(f"{who}: HTTP {status} ({_brief(exc)})") from exc
         except ValueError as exc:
             # A 200 whose body is not a chat completion (not JSON, or the wrong shape): a server
@@ -105,6 +124,7 @@ class OpenAIBackend:
             latency_s=latency,
             finish_reason=finish,
             cached_tokens=usage["cached"] if usage else 0,
+            hints=parse_limit_hints(getattr(self._seen, "headers", None)),
         )
 
 
@@ -141,6 +161,13 @@ def _count(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"a token count is {value!r}, not an integer")
     return value
+
+
+def _error_code(exc: Exception) -> str | None:
+    body = getattr(exc, "body", None)
+    err = body.get("error") if isinstance(body, dict) else None
+    code = (err if isinstance(err, dict) else body if isinstance(body, dict) else {}).get("code")
+    return code if isinstance(code, str) else None
 
 
 def _brief(exc: Exception) -> str:

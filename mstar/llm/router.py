@@ -1,108 +1,66 @@
 """One interface, four roles: who serves each role, and how a call survives.
 
 `LLMRouter.call(role, messages)` is the only way the engine talks to a model:
-  1. the response cache (when the role uses it) may answer without a request;
-  2. otherwise the role's backend is called, at most `concurrency` calls of a
-     role at once, with retries and backoff on transient failures (retry.py);
+  1. the response cache (when the role uses it) may answer without a request, and an
+     identical request already out is waited for instead of sent again (single_flight.py);
+  2. otherwise the role's backend is called: at most `concurrency` calls of a role and
+     `max_in_flight` calls of the whole run at once (slots.py), each paced by its endpoint's
+     shared limiter (limiter.py: a 429 slows every caller of that endpoint, and is a wait, not
+     a failure), with retries and backoff on other transient failures (retry.py);
   3. every call -- served, cached or failed -- goes to the ledger (ledger.py),
      which prices it, feeds the budget and appends it to the run's llm_usage.jsonl.
-Thread-safe: evaluations call the task role from a thread pool.
+Who serves each role and how its replies are cached: roles.py. Thread-safe: evaluations call
+the task role from a thread pool.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
-from mstar.config import ROLES, LLMConfig, RoleConfig
+from mstar.config import ROLES, LLMConfig
 from mstar.llm.cache import ResponseCache, request_key
 from mstar.llm.ledger import Ledger, call_kind
 from mstar.llm import scope as llm_scope
 from mstar.llm.prices import PriceTable
 from mstar.llm.budget import Budget
+from mstar.llm.limiter import DEFAULT_PATIENCE_S, limiters_for_roles, token_estimate
+from mstar.llm.replay import ReplayCounter
+from mstar.llm.roles import BACKENDS, CACHE_MODES, RolePolicy, backend_identity, cache_mode, make_backend  # noqa: F401
+from mstar.llm.single_flight import Flights
 from mstar.llm.retry import RetryPolicy, retry_delay
 from mstar.llm.slots import NORMAL, Slots
 from mstar.llm.types import (Backend, ChatResponse, LLMError, TransientLLMError, TruncatedCompletionError,
                              UsageRecord)
 
-CACHE_MODES = ("reuse", "replay", "off")
-BACKENDS = ("offline", "openai", "command")
-
-
-@dataclass(frozen=True)
-class RolePolicy:
-    """How the router treats one role's calls.
-
-    cache "reuse": identical requests share one answer (task agent, toolkit, judge:
-    an extraction asked again by a child is not paid for twice). "replay": the n-th
-    identical request of a run gets the n-th stored answer, so a role that samples
-    (the reflector) still gets fresh answers within a run, while re-running a run
-    replays it exactly. "off": no cache.
-    """
-
-    concurrency: int = 64
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    cache: str = "off"
-
-    def __post_init__(self):
-        if self.concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.cache not in CACHE_MODES:
-            raise ValueError(f"cache mode must be one of {', '.join(CACHE_MODES)}, got {self.cache!r}")
-
-
-def cache_mode(role: str, rc: RoleConfig) -> str:
-    """Resolve cache = "auto": the offline backend is deterministic and instant, so caching
-    it buys nothing; the reflector replays; every other role reuses."""
-    if rc.cache != "auto":
-        if rc.cache not in CACHE_MODES:
-            raise LLMError(f"role {role!r}: cache must be auto, {', '.join(CACHE_MODES)}; got {rc.cache!r}")
-        return rc.cache
-    if rc.backend == "offline":
-        return "off"
-    return "replay" if role == "reflector" else "reuse"
-
-
-def make_backend(role: str, cfg: LLMConfig, *, seed: int = 0, env: dict | None = None) -> Backend:
-    rc = cfg.role(role)
-    if rc.backend == "offline":
-        from mstar.llm.offline_backend import OfflineBackend
-        return OfflineBackend(role, seed=seed)
-    if rc.backend == "openai":
-        from mstar.llm.openai_backend import OpenAIBackend
-        return OpenAIBackend(role, rc, env=env)
-    if rc.backend == "command":
-        from mstar.llm.command_backend import CommandBackend
-        return CommandBackend(role, rc.command, timeout_s=rc.timeout_s, model=rc.model)
-    raise LLMError(f"role {role!r}: unknown backend {rc.backend!r} (use {', '.join(BACKENDS)})")
-
-
-def backend_identity(backend: Backend) -> dict:
-    """Who answers: part of the cache key (never the key or the timeout)."""
-    return {"backend": backend.name, "model": backend.model,
-            "base_url": getattr(backend, "base_url", None), "command": getattr(backend, "argv", None)}
-
-
 class LLMRouter:
     def __init__(self, backends: dict[str, Backend], on_usage: Callable[[UsageRecord], None] | None = None, *,
                  policies: dict[str, RolePolicy] | None = None, cache: ResponseCache | None = None,
-                 ledger: Ledger | None = None, sleep: Callable[[float], None] = time.sleep):
+                 ledger: Ledger | None = None, sleep: Callable[[float], None] = time.sleep,
+                 max_in_flight: int = 64, pacing: dict[str, tuple] | None = None,
+                 rate_limit_patience_s: float = DEFAULT_PATIENCE_S):
         missing = [r for r in ROLES if r not in backends]
         if missing:
             raise ValueError(f"no backend for roles: {', '.join(missing)}")
+        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
+            raise ValueError(f"--max-in-flight must be a whole number >= 1, got {max_in_flight!r}")
         self._backends = backends
         self._policies = {r: (policies or {}).get(r, RolePolicy()) for r in backends}
         self._slots = {r: Slots(p.concurrency) for r, p in self._policies.items()}
+        # One cap over every role and endpoint (the per-role slots above sit inside it): the run
+        # never has more than max_in_flight requests out at once.
+        self.max_in_flight = max_in_flight
+        self._cap = Slots(max_in_flight)
+        self._flights = Flights()
+        self.limiters, self._limiter_of = limiters_for_roles(backends, pacing or {}, rate_limit_patience_s)
         self.cache = cache
         self.ledger = ledger or Ledger()
         if on_usage is not None:
             self.ledger.on_record = on_usage
         self._sleep = sleep
-        self._seen: dict[str, int] = {}          # replay mode: how often each request was asked
-        self._asked: list[tuple[str | None, str]] = []   # ... in which order, and in which scope
-        self._seen_lock = threading.Lock()
+        self._replay = ReplayCounter()           # replay mode: the n-th identical request (replay.py)
         self._flight = {r: 0 for r in backends}  # calls waiting on each role's backend right now
         self._flight_lock = threading.Lock()
         # Told of every failed attempt, retried or not: (role, kind, message) -- the live progress
@@ -139,7 +97,13 @@ class LLMRouter:
         if cfg.cache_dir and any(p.cache != "off" for p in policies.values()):
             cache = ResponseCache(cfg.cache_dir)
         ledger = Ledger(prices, budget=budget, on_warning=on_warning)
-        return cls(backends, on_usage=on_usage, policies=policies, cache=cache, ledger=ledger)
+        pacing = {r: (cfg.role(r).rpm, cfg.role(r).tpm) for r in ROLES}
+        try:
+            return cls(backends, on_usage=on_usage, policies=policies, cache=cache, ledger=ledger,
+                       max_in_flight=cfg.max_in_flight, pacing=pacing,
+                       rate_limit_patience_s=cfg.rate_limit_patience_s)
+        except ValueError as exc:
+            raise LLMError(str(exc)) from None
 
     def backend(self, role: str) -> Backend:
         return self._backends[role]
@@ -178,37 +142,88 @@ class LLMRouter:
         (mstar/llm/slots.py: FIRST, NORMAL, LAST)."""
         if role not in self._backends:
             raise LLMError(f"unknown LLM role {role!r}; roles are {', '.join(ROLES)}")
-        backend, pol = self._backends[role], self._policies[role]
+        backend = self._backends[role]
         kind = call_kind(role, messages)
-        key = self._cache_key(backend, pol, messages)
+        key = self._cache_key(backend, self._policies[role], messages)
         t0 = time.perf_counter()
-        if key is not None:
+        if key is None:
+            return self._request(role, backend, messages, kind, key, t0, allow_truncated, priority)
+        while True:
             hit = self.cache.get(key)
             if hit is not None:
-                hit.cache_hit, hit.latency_s = True, time.perf_counter() - t0
-                self._record(role, hit, kind, [])
-                return hit
+                return self._hit(role, hit, kind, t0)
+            # Single flight: an identical request already out is waited for, not sent again.
+            leader, flight = self._flights.lead(key)
+            if leader:
+                try:
+                    resp = self._request(role, backend, messages, kind, key, t0, allow_truncated, priority)
+                except BaseException:
+                    self._flights.land(key, flight, None)
+                    raise
+                self._flights.land(key, flight, resp)
+                return resp
+            resp = flight.wait()
+            if resp is not None:
+                shared = dataclasses.replace(resp, cache_hit=True, hints=None)
+                if shared.finish_reason != "length" or allow_truncated:
+                    return self._hit(role, shared, kind, t0)
+            # The request it waited for failed (or was cut short for this caller): ask again.
+
+    def _hit(self, role: str, resp: ChatResponse, kind: str, t0: float) -> ChatResponse:
+        resp.cache_hit, resp.latency_s = True, time.perf_counter() - t0
+        self._record(role, resp, kind, [])
+        return resp
+
+    def _request(self, role: str, backend: Backend, messages: list[dict], kind: str, key: str | None, t0: float,
+                 allow_truncated: bool, priority: int) -> ChatResponse:
+        """Send the request (retries, limiter, slots) and record it; stores a good reply in the cache."""
+        pol, limiter = self._policies[role], self._limiter_of.get(role)
         errors: list[str] = []
         resp: ChatResponse | None = None
-        for attempt in range(pol.retry.max_retries + 1):
+        refused, held = 0, 0.0
+        estimate = token_estimate(messages, backend) if limiter is not None else 0.0
+        attempt = 0
+        while attempt <= pol.retry.max_retries:
             retry_after = None
-            with self._slots[role].held(priority), self._flying(role):
-                try:
-                    resp = backend.complete(messages)
-                except TransientLLMError as exc:
-                    errors.append(str(exc))
-                    retry_after = exc.retry_after
-                    self.attempt_failed(role, exc.kind, str(exc))
-                except LLMError as exc:
-                    errors.append(str(exc))
-                    self.attempt_failed(role, type(exc).__name__, str(exc))
-                    self._record_failure(role, backend, kind, str(exc), errors, t0)
-                    raise
-                except Exception as exc:  # a backend bug or an unexpected client error: no retry
-                    err = LLMError(f"role {role!r}: {type(exc).__name__}: {exc}")
-                    errors.append(str(err))
-                    self._record_failure(role, backend, kind, str(err), errors, t0)
-                    raise err from exc
+            with self._slots[role].held(priority):
+                if limiter is not None:
+                    t_ask = time.monotonic()
+                    try:
+                        sent_at = limiter.acquire(priority, estimate)
+                    except LLMError as exc:     # RateLimitedError: the endpoint refused everything too long
+                        errors.append(str(exc))
+                        self._record_failure(role, backend, kind, str(exc), errors, t0, refused, held)
+                        raise
+                    held += sent_at - t_ask
+                with self._cap.held(priority), self._flying(role):
+                    try:
+                        resp = backend.complete(messages)
+                    except TransientLLMError as exc:
+                        if exc.kind == "rate_limit" and limiter is not None:
+                            # Not a failure: the call waits for its turn again (mstar/llm/limiter.py).
+                            limiter.refused(sent_at, exc.retry_after, exc.hints)
+                            refused += 1
+                            self.attempt_failed(role, "rate_limit", str(exc))
+                            continue
+                        errors.append(str(exc))
+                        retry_after = exc.retry_after
+                        self.attempt_failed(role, exc.kind, str(exc))
+                        if limiter is not None:
+                            limiter.released()
+                    except LLMError as exc:
+                        errors.append(str(exc))
+                        self.attempt_failed(role, type(exc).__name__, str(exc))
+                        self._record_failure(role, backend, kind, str(exc), errors, t0, refused, held)
+                        raise
+                    except Exception as exc:  # a backend bug or an unexpected client error: no retry
+                        err = LLMError(f"role {role!r}: {type(exc).__name__}: {exc}")
+                        errors.append(str(err))
+                        self._record_failure(role, backend, kind, str(err), errors, t0, refused, held)
+                        raise err from exc
+                    else:
+                        if limiter is not None:
+                            limiter.served(resp.hints, resp.prompt_tokens + resp.completion_tokens - estimate)
+            attempt += 1
             if resp is not None and resp.finish_reason == "length" and not allow_truncated \
                     and not _at_token_limit(backend, resp):
                 # Cut short below the role's own limit: the server's fault, worth another try.
@@ -218,21 +233,21 @@ class LLMRouter:
                 resp = None
             if resp is not None:
                 break
-            if attempt < pol.retry.max_retries:
-                self._sleep(retry_delay(pol.retry, attempt + 1, retry_after))
+            if attempt <= pol.retry.max_retries:
+                self._sleep(retry_delay(pol.retry, attempt, retry_after))
         if resp is None:
             msg = (f"role {role!r}: gave up after {len(errors)} attempt(s); last error: {errors[-1]}")
-            self._record_failure(role, backend, kind, msg, errors, t0)
+            self._record_failure(role, backend, kind, msg, errors, t0, refused, held)
             raise LLMError(msg)
         resp.latency_s = time.perf_counter() - t0
         if resp.finish_reason == "length" and not allow_truncated:
             msg = (f"role {role!r}: the completion was truncated at the role's token limit "
                    f"(finish_reason=length, {resp.completion_tokens} tokens); raise max_tokens for this role")
-            self._record(role, resp, kind, errors, error=msg)
+            self._record(role, resp, kind, errors, error=msg, refused=refused, held=held)
             raise TruncatedCompletionError(msg)
         if key is not None:
             self.cache.put(key, resp, role=role)
-        self._record(role, resp, kind, errors)
+        self._record(role, resp, kind, errors, refused=refused, held=held)
         return resp
 
     # ------------------------------------------------------------ in flight
@@ -249,38 +264,32 @@ class LLMRouter:
                     router._flight[role] -= 1
         return _Flying()
 
+    def throttling(self) -> list[dict]:
+        """Each endpoint limiter's state (mstar/llm/limiter.py): 429s, seconds held, pace."""
+        return [lim.status() for lim in self.limiters.values()]
+
     def in_flight(self) -> dict[str, int]:
         """Calls waiting on each role's backend at this moment (for the progress line)."""
         with self._flight_lock:
             return dict(self._flight)
 
-    # ------------------------------------------------------------ replay counters, for resume
+    # ------------------------------------------------------------ replay counters, for resume (replay.py)
     def replay_mark(self) -> int:
-        """Position in the list of replay-mode requests; `replay_since(mark)` lists those after it."""
-        with self._seen_lock:
-            return len(self._asked)
+        return self._replay.mark()
 
     def replay_since(self, mark: int) -> list[str]:
-        """The replay-mode request keys asked since `mark`, in order. The loop stores them in each
-        iteration event: a resumed run restores its counters from them (`restore_replay`), so the
-        n-th identical prompt still gets the n-th stored reply -- e.g. a compile-fix prompt (which
-        does not name its iteration) that an earlier iteration asked too."""
-        with self._seen_lock:
-            return [key for _, key in self._asked[mark:]]
+        """The replay-mode request keys asked since `mark`, in order (stored in iteration events)."""
+        return self._replay.since(mark)
 
     def replay_keys(self, scope: str) -> list[str]:
-        """The replay-mode request keys asked in `scope` (llm.scope), in order: what one
-        iteration asked even while other iterations asked theirs."""
-        with self._seen_lock:
-            return [key for s, key in self._asked if s == scope]
+        return self._replay.keys(scope)
 
     def restore_replay(self, keys: list[str]) -> None:
-        """Count `keys` as asked already (what completed iterations asked before a crash)."""
-        with self._seen_lock:
-            for key in keys:
-                if isinstance(key, str):
-                    self._seen[key] = self._seen.get(key, 0) + 1
-                    self._asked.append((None, key))
+        self._replay.restore(keys)
+
+    @property
+    def _seen(self) -> dict[str, int]:
+        return self._replay.seen
 
     def text(self, role: str, messages: list[dict]) -> str:
         return self.call(role, messages, allow_truncated=False).text
@@ -291,24 +300,23 @@ class LLMRouter:
         params = backend.request_params() if hasattr(backend, "request_params") else {}
         key = request_key(backend_identity(backend), messages, params)
         if pol.cache == "replay":
-            with self._seen_lock:
-                n = self._seen.get(key, 0)
-                self._seen[key] = n + 1
-                self._asked.append((llm_scope.current(), key))
-            key = request_key(backend_identity(backend), messages, params, occurrence=n)
+            key = request_key(backend_identity(backend), messages, params, occurrence=self._replay.ask(key))
         return key
 
-    def _record(self, role: str, resp: ChatResponse, kind: str, errors: list[str], error: str | None = None) -> None:
+    def _record(self, role: str, resp: ChatResponse, kind: str, errors: list[str], error: str | None = None,
+                refused: int = 0, held: float = 0.0) -> None:
         self.ledger.add(UsageRecord(
             role, resp.model, resp.backend, resp.prompt_tokens, resp.completion_tokens, round(resp.latency_s, 4),
             error=error, cached_tokens=resp.cached_tokens, cache_hit=resp.cache_hit, retries=len(errors),
-            attempt_errors=list(errors), kind=kind, finish_reason=resp.finish_reason, scope=llm_scope.current()))
+            attempt_errors=list(errors), kind=kind, finish_reason=resp.finish_reason, scope=llm_scope.current(),
+            rate_limited=refused, held_s=round(held, 4)))
 
     def _record_failure(self, role: str, backend: Backend, kind: str, message: str, errors: list[str],
-                        t0: float) -> None:
+                        t0: float, refused: int = 0, held: float = 0.0) -> None:
         self.ledger.add(UsageRecord(
             role, backend.model, backend.name, 0, 0, round(time.perf_counter() - t0, 4), error=message,
-            retries=max(0, len(errors) - 1), attempt_errors=list(errors), kind=kind, scope=llm_scope.current()))
+            retries=max(0, len(errors) - 1), attempt_errors=list(errors), kind=kind, scope=llm_scope.current(),
+            rate_limited=refused, held_s=round(held, 4)))
 
     # ------------------------------------------------------------ the ledger, for the loop and the CLI
     @property
@@ -337,6 +345,10 @@ class LLMRouter:
     def report(self) -> dict:
         """The ledger's sums for summary.json, with the response cache's own counters."""
         out = self.ledger.report()
+        out["max_in_flight"] = self.max_in_flight
+        out["single_flight_shared"] = self._flights.shared
+        if self.limiters:
+            out["endpoints"] = [{k: v for k, v in st.items() if k != "throttling"} for st in self.throttling()]
         if self.cache is not None:
             out["cache"] = {"dir": str(self.cache.directory), "hits": self.cache.hits, "misses": self.cache.misses,
                             "stored": self.cache.stores, "errors": list(self.cache.errors)}

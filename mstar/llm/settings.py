@@ -4,6 +4,8 @@
     cache_dir = ".mstar-cache"       # response cache shared by runs ("" = none)
     max_usd = 5.0                    # hard budgets (also --max-usd / --max-tokens)
     max_tokens = 2_000_000
+    max_in_flight = 64               # calls out at once, all roles together (--max-in-flight)
+    rate_limit_patience_s = 600      # only 429s this long: the run stops, resumable
 
     [llm.defaults]                   # every role starts from these ...
     backend = "openai"
@@ -15,6 +17,9 @@
     reasoning_effort = "medium"
     concurrency = 1
 
+    [llm.task]
+    rpm = 500                        # pace below a known limit (--rpm / --tpm set it for every role)
+
     [llm.prices."o4-mini"]           # USD per million tokens
     input = 1.10
     output = 4.40
@@ -22,7 +27,8 @@
 
 Precedence, lowest first: built-in defaults, the file, the flags --base-url /
 --model / --reflector-model / --api-key-env / --offline-role, then each
-`--llm role.key=value`, then --max-usd / --max-tokens / --cache-dir / --no-cache.
+`--llm role.key=value`, then --max-usd / --max-tokens / --cache-dir / --no-cache /
+--max-in-flight / --rpm / --tpm / --rate-limit-patience.
 Keys are never read from a file: a role names the environment variable that
 holds its key (`api_key_env`), and only that name is written to a run.
 """
@@ -39,7 +45,8 @@ from mstar.llm.prices import price_from_dict
 from mstar.llm.types import LLMError
 
 ROLE_KEYS = tuple(f.name for f in dataclasses.fields(RoleConfig))
-TOP_KEYS = ("cache_dir", "max_usd", "max_tokens", "prices", "defaults") + ROLES
+TOP_KEYS = ("cache_dir", "max_usd", "max_tokens", "prices", "defaults", "max_in_flight",
+            "rate_limit_patience_s") + ROLES
 SECRET_KEYS = re.compile(r"^(api[_-]?key|key|secret|token|password|bearer)$", re.I)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -144,8 +151,15 @@ def llm_config_from_table(table: dict) -> LLMConfig:
         raise ConfigError(f"max_usd must be a positive number of dollars, got {max_usd!r}")
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0):
         raise ConfigError(f"max_tokens must be a positive whole number, got {max_tokens!r}")
+    in_flight = table.get("max_in_flight", LLMConfig.max_in_flight)
+    if isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 1:
+        raise ConfigError(f"max_in_flight must be a whole number >= 1, got {in_flight!r}")
+    patience = table.get("rate_limit_patience_s", LLMConfig.rate_limit_patience_s)
+    if isinstance(patience, bool) or not isinstance(patience, (int, float)) or not patience > 0:
+        raise ConfigError(f"rate_limit_patience_s must be a positive number of seconds, got {patience!r}")
     return LLMConfig(**roles, cache_dir=cache_dir or None, max_usd=float(max_usd) if max_usd is not None else None,
-                     max_tokens=max_tokens, prices={m: dict(p) for m, p in prices.items()})
+                     max_tokens=max_tokens, prices={m: dict(p) for m, p in prices.items()},
+                     max_in_flight=in_flight, rate_limit_patience_s=float(patience))
 
 
 def _role_table(t: Any, where: str) -> dict:
@@ -184,6 +198,10 @@ def _check_role(role: str, rc: RoleConfig) -> RoleConfig:
         raise bad("max_tokens", "must be a whole number >= 1")
     if rc.cache not in ("auto", "reuse", "replay", "off"):
         raise bad("cache", "use auto, reuse, replay or off")
+    for key in ("rpm", "tpm"):
+        v = getattr(rc, key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
+            raise bad(key, "must be a positive number per minute")
     if rc.backend == "command" and not (isinstance(rc.command, str) and rc.command.strip()):
         raise bad("command", "backend 'command' needs the command line that serves the role")
     return rc
@@ -193,7 +211,9 @@ def resolve_llm_config(config_file: str | None = None, *, base_url: str | None =
                        reflector_model: str | None = None, api_key_env: str | None = None,
                        offline_roles: Sequence[str] = (), overrides: Sequence[str] = (),
                        max_usd: float | None = None, max_tokens: int | None = None,
-                       cache_dir: str | None = None, no_cache: bool = False) -> LLMConfig:
+                       cache_dir: str | None = None, no_cache: bool = False, max_in_flight: int | None = None,
+                       rpm: float | None = None, tpm: float | None = None,
+                       rate_limit_patience_s: float | None = None) -> LLMConfig:
     """Everything the command line says about the LLM roles, as one frozen config."""
     table = load_config_file(config_file) if config_file else {}
     if base_url or model:
@@ -229,6 +249,14 @@ def resolve_llm_config(config_file: str | None = None, *, base_url: str | None =
         table["cache_dir"] = cache_dir
     if no_cache:
         table["cache_dir"] = None
+    if max_in_flight is not None:
+        table["max_in_flight"] = max_in_flight
+    if rate_limit_patience_s is not None:
+        table["rate_limit_patience_s"] = rate_limit_patience_s
+    for key, value in (("rpm", rpm), ("tpm", tpm)):
+        if value is not None:   # every role: roles that share an endpoint share its pace
+            for role in ROLES:
+                table.setdefault(role, {})[key] = value
     try:
         return llm_config_from_table(table)
     except ConfigError as exc:

@@ -20,10 +20,12 @@ class TransientLLMError(LLMError):
     """A failure worth retrying: rate limit, server error, timeout, dropped connection,
     a reply that was not valid JSON. `retry_after` is the server's own hint, in seconds."""
 
-    def __init__(self, message: str, *, retry_after: float | None = None, kind: str = "transient"):
+    def __init__(self, message: str, *, retry_after: float | None = None, kind: str = "transient",
+                 hints=None):
         super().__init__(message)
         self.retry_after = retry_after
         self.kind = kind
+        self.hints = hints          # a 429's x-ratelimit-* headers (mstar.llm.pacer.LimitHints)
 
 
 class EmptyCompletionError(TransientLLMError):
@@ -48,9 +50,12 @@ class ChatResponse:
     finish_reason: str = "stop"     # "length" means the reply was cut off
     cached_tokens: int = 0          # prompt tokens the provider served from its own prompt cache
     cache_hit: bool = False         # served by mstar's response cache, no request was made
+    hints: object = field(default=None, repr=False, compare=False)   # the reply's x-ratelimit-* headers
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("hints", None)
+        return out
 
 
 @dataclass
@@ -79,6 +84,8 @@ class UsageRecord:
     finish_reason: str | None = None
     at: float = field(default_factory=time.time)
     scope: str | None = None         # what the call was made for: "seed_x", "iter_003", "test" (llm.scope)
+    rate_limited: int = 0            # 429 answers the call got (each sent it back to wait; not retries)
+    held_s: float = 0.0              # seconds it waited on its endpoint's limiter
 
     @property
     def billed_tokens(self) -> int:

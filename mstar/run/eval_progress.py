@@ -76,6 +76,15 @@ class LiveProgress:
 
     def attempt_error(self, role: str, kind: str, message: str) -> None:
         with self._lock:
+            if kind == "rate_limit":
+                # Not a retry: the call waits on its endpoint's limiter (mstar/llm/limiter.py).
+                if kind not in self.first_errors:
+                    self.first_errors[kind] = message
+                    self._clear()
+                    print(terminal_safe(f"mstar: the endpoint answers 429 (too many requests; {role}): every call "
+                                        f"to it is paced together from now on -- waiting, not failing: {message}",
+                                        newlines=False), file=self.err, flush=True)
+                return
             self.attempt_errors += 1
             if kind in self.first_errors:
                 return
@@ -106,9 +115,20 @@ class LiveProgress:
         wd, wt = sum(e.writes[0] for e in entries), sum(e.writes[1] for e in entries)
         flying = sum(self.router.in_flight().values()) if self.router is not None else 0
         parts = [f"cases {cd}/{ct}"] + ([f"writes {wd}/{wt}"] if wd < wt else []) + \
-            [f"{flying} calls in flight", f"{retries} retries", f"{failed} failed",
-             format_duration(now - min(e.started for e in entries))]
+            [f"{flying} calls in flight"] + self._throttled() + [f"{retries} retries", f"{failed} failed",
+                                                                 format_duration(now - min(e.started for e in entries))]
         return f"{names}: " + ", ".join(parts)
+
+    def _throttled(self) -> list[str]:
+        """'throttled to 582/min (41 x 429)' per endpoint whose limiter is holding calls back now."""
+        if self.router is None or not hasattr(self.router, "throttling"):
+            return []
+        out = []
+        for st in self.router.throttling():
+            if st["throttling"]:
+                pace = st["pace_rpm"] if st["pace_rpm"] is not None else st["served_rpm"]
+                out.append(f"throttled to {pace:.0f}/min ({st['rate_limited']} x 429)")
+        return out
 
     def bar(self, now: float | None = None, width: int = 20) -> str | None:
         line = self.status(now)

@@ -15,7 +15,10 @@ Latency is configurable (a fixed part plus a part per completion token, like a
 real server's time to first token and decoding speed), and so are faults: a
 share of requests, or an explicit script of them, answered with 429 +
 Retry-After, 500, a hang past the client's timeout, a body that is not JSON,
-an empty completion or a truncated one (finish_reason "length").
+an empty completion or a truncated one (finish_reason "length"). With `rate_limit`
+(mstar/testing/rate_limit.py; --rpm / --tpm) it also refuses requests past a quota with 429
+and Retry-After, as an ordinary account's endpoint does. `stats()` counts requests, 429s and
+the most requests it held at once (`max_in_flight`).
 
     python -m mstar.testing.fake_server --port 8000 --latency 0.3 --fault-rate 0.2
 """
@@ -34,6 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 from mstar.llm.preflight import PROMPT as PREFLIGHT_PROMPT
+from mstar.testing.rate_limit import Limiter, RateLimit
 from mstar.llm.types import estimate_tokens, messages_text
 
 # A responder returns the reply text, or (text, finish_reason) to simulate e.g. a cut-off reply.
@@ -161,12 +165,16 @@ class FakeOpenAIServer:
 
     def __init__(self, responder: Responder, *, latency_s: float = 0.0, latency_per_token_s: float = 0.0,
                  faults: Faults | None = None, host: str = "127.0.0.1", port: int = 0,
-                 models: list[str] | None = None):
+                 models: list[str] | None = None, rate_limit: RateLimit | None = None):
         self.responder = responder
         self.models = list(models) if models else None   # None: any model name is served
         self.latency_s = latency_s
         self.latency_per_token_s = latency_per_token_s
         self.faults = faults or Faults()
+        self.rate_limit = Limiter(rate_limit) if rate_limit is not None else None
+        self.in_flight = 0
+        self.max_in_flight = 0               # the most requests held at once
+        self.served = 0
         self.requests: list[dict] = []
         self.log: list[dict] = []            # per request: {"n", "model", "fault"}
         self._sent: dict[str, int] = {}      # keyed faults: how often each request body was sent
@@ -191,10 +199,27 @@ class FakeOpenAIServer:
                 raw = self.rfile.read(length) if length else b""
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                with server._lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    self._post(raw, t0)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+            def _post(self, raw: bytes, t0: float) -> None:
                 try:
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
                     return self._send(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
+                if server.rate_limit is not None:
+                    wait, headers = server.rate_limit.admit(estimate_tokens(messages_text(body.get("messages") or [])))
+                    if wait is not None:
+                        return self._send(429, {"error": {
+                            "message": f"Rate limit reached; try again in {wait:.3f}s (fake server)",
+                            "type": "requests", "code": "rate_limit_exceeded"}}, headers)
+                    self._limit_headers = headers
                 with server._lock:
                     n = len(server.requests)
                     server.requests.append(body)
@@ -209,6 +234,9 @@ class FakeOpenAIServer:
 
             def _send(self, status: int, payload: dict | bytes, headers: dict | None = None) -> None:
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                if headers is None and status == 200:
+                    headers = getattr(self, "_limit_headers", None)
+                self._limit_headers = None
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
@@ -255,10 +283,14 @@ class FakeOpenAIServer:
         elif fault == "truncated":
             text, finish = text[: max(1, len(text) // 2)], "length"
         pt, ct = estimate_tokens(messages_text(messages)), estimate_tokens(text)
+        if self.rate_limit is not None:
+            self.rate_limit.charge(ct)
         # The reply is ready; wait out the rest of the simulated server time.
         wait = self.latency_s + self.latency_per_token_s * ct - (time.perf_counter() - t0)
         if wait > 0:
             time.sleep(wait)
+        with self._lock:
+            self.served += 1
         h._send(200, {
             "id": f"chatcmpl-fake-{n}", "object": "chat.completion",
             "created": int(time.time()), "model": model,
@@ -273,7 +305,11 @@ class FakeOpenAIServer:
             for entry in self.log:
                 if entry["fault"]:
                     faults[entry["fault"]] = faults.get(entry["fault"], 0) + 1
-            return {"requests": len(self.requests), "faults": faults}
+            out = {"requests": len(self.requests), "faults": faults, "served": self.served,
+                   "max_in_flight": self.max_in_flight}
+            if self.rate_limit is not None:
+                out["rate_limited"] = self.rate_limit.refused
+            return out
 
     @property
     def base_url(self) -> str:
@@ -302,6 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the offline models and of the fault draw")
     ap.add_argument("--script", default=None, help="JSON file with a list of replies (instead of the offline models)")
     ap.add_argument("--memo", action="store_true", help="answer a repeated request from memory (benchmarks)")
+    ap.add_argument("--rpm", type=float, default=None, help="refuse requests past this many per minute (429)")
+    ap.add_argument("--tpm", type=float, default=None, help="refuse requests past this many tokens per minute (429)")
+    ap.add_argument("--burst", type=float, default=5.0, help="seconds of the rate a bucket holds (default 5)")
+    ap.add_argument("--ratelimit-headers", action="store_true", help="send x-ratelimit-* headers")
     ap.add_argument("--models", default=None,
                     help="comma-separated model names to serve; others get HTTP 404 (default: any name)")
     args = ap.parse_args(argv)
@@ -313,8 +353,10 @@ def main(argv: list[str] | None = None) -> int:
     faults = Faults(rate=args.fault_rate, kinds=tuple(k for k in args.faults.split(",") if k),
                     retry_after_s=args.retry_after, hang_s=args.hang, seed=args.seed)
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
+    limit = RateLimit(args.rpm, args.tpm, args.burst, headers=args.ratelimit_headers) \
+        if args.rpm or args.tpm else None
     srv = FakeOpenAIServer(responder, latency_s=args.latency, latency_per_token_s=args.latency_per_token,
-                           faults=faults, host=args.host, port=args.port, models=models)
+                           faults=faults, host=args.host, port=args.port, models=models, rate_limit=limit)
     print(srv.base_url, flush=True)
     print(f"serving {'models ' + ', '.join(models) if models else 'any model name (roles read from the prompt)'}",
           flush=True)

@@ -1,0 +1,158 @@
+"""Issue 28: endpoints as they are -- the shared limiter's rate state (pure, on a given clock), its
+threaded gate (priority order, patience) and its header parsing."""
+import threading
+import time
+
+import pytest
+
+from mstar.llm.limiter import EndpointLimiter, RateLimitedError, endpoint_key, parse_duration, parse_limit_hints
+from mstar.llm.pacer import BURST_S, DECREASE, LimitHints, Pacer
+
+
+# ------------------------------------------------------------------ the pacer, on a given clock
+def test_an_endpoint_that_never_says_no_is_never_paced():
+    p = Pacer()
+    assert all(p.wait(t * 0.001) == 0 for t in range(5000))
+    assert p.rate is None and p.cuts == 0
+
+
+def test_a_429_pauses_everyone_until_its_retry_after_and_paces_below_what_was_taken():
+    p = Pacer()
+    for i in range(50):                      # 50 requests go out in the first half second
+        assert p.wait(i * 0.01) == 0
+    p.served(0.6)
+    p.limited_now(0.7, sent_at=0.49, retry_after=2.0)
+    assert p.wait(0.8) == pytest.approx(1.9)          # the shared pause, for any caller
+    assert p.wait(2.69) > 0
+    # paced at DECREASE x what the endpoint took over the window (49 not refused in 5 s)
+    assert p.rate == pytest.approx(DECREASE * 49 / 5.0)
+    assert p.wait(2.7) == 0                            # the pause is over: one request goes ...
+    assert p.wait(2.7) == pytest.approx(1 / p.rate)    # ... and the next waits its spacing: no burst after a cut
+
+
+def test_a_429_for_a_request_sent_before_the_last_cut_does_not_cut_again():
+    p = Pacer()
+    for i in range(20):
+        p.wait(i * 0.01)
+    p.limited_now(1.0, sent_at=0.1, retry_after=0.0)
+    rate = p.rate
+    p.limited_now(1.1, sent_at=0.15, retry_after=0.0)   # in flight when the first 429 came
+    assert p.rate == rate and p.cuts == 1 and p.limited == 2
+    p.wait(1.2)
+    p.limited_now(1.5, sent_at=1.2, retry_after=0.0)   # sent after the cut: news
+    assert p.rate < rate and p.cuts == 2
+
+
+def test_the_rate_grows_back_only_while_callers_wait_on_it():
+    p = Pacer()
+    for i in range(10):
+        p.wait(i * 0.1)
+    p.limited_now(1.0, sent_at=0.9, retry_after=0.0)
+    cut = p.rate
+    p.served(2.0)
+    p.served(12.0)                   # ten seconds with no caller held back: no growth
+    assert p.rate == pytest.approx(cut)
+    t = 12.0
+    while p.wait(t) == 0:            # demand above the pace
+        pass
+    p.served(22.0)
+    assert p.rate > cut
+
+
+def test_rpm_is_a_ceiling_and_headers_lower_it():
+    p = Pacer(rpm=600)
+    assert p.rate == pytest.approx(10.0)
+    sent = sum(p.wait(i / 1000) == 0 for i in range(3000))   # three seconds of eager callers
+    assert sent <= 10 * (3 + BURST_S) + 1
+    p.served(3.0, LimitHints(limit_requests=300))
+    assert p.rate == pytest.approx(5.0)
+    p.served(3.1, LimitHints(remaining_requests=0, reset_requests_s=4.0))
+    assert p.wait(3.2) == pytest.approx(3.9)
+
+
+def test_tpm_paces_tokens_and_is_corrected_by_the_real_count():
+    p = Pacer(tpm=6000)                      # 100 tokens a second
+    assert p.wait(0.0, tokens=100) == 0
+    assert p.wait(0.0, tokens=100) == 0      # one second of burst
+    assert p.wait(0.0, tokens=100) == pytest.approx(1.0)
+    p.served(0.5, token_error=200)           # the replies were 200 tokens longer than estimated
+    assert p.wait(0.5, tokens=100) == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize("bad", [0, -5, float("nan")])
+def test_a_pace_that_is_not_positive_is_refused(bad):
+    with pytest.raises(ValueError, match="--rpm must be a positive number"):
+        Pacer(rpm=bad)
+
+
+# ------------------------------------------------------------------ headers
+@pytest.mark.parametrize("raw,secs", [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1h2m3.5s", 3723.5),
+                                      ("0.5", 0.5), ("", None), ("soon", None), ("5x", None), ("12", 12.0)])
+def test_durations_in_the_forms_providers_send(raw, secs):
+    assert parse_duration(raw) == (pytest.approx(secs) if secs is not None else None)
+
+
+def test_limit_hints_from_headers():
+    h = parse_limit_hints({"x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "0",
+                           "x-ratelimit-reset-requests": "120ms", "x-ratelimit-limit-tokens": "oops"})
+    assert h == LimitHints(limit_requests=500.0, remaining_requests=0.0, reset_requests_s=0.12)
+    assert parse_limit_hints({"content-type": "application/json"}) is None
+
+
+def test_endpoint_key_tells_keys_apart_without_holding_them():
+    a, b = endpoint_key("http://h/v1", "sk-one"), endpoint_key("http://h/v1", "sk-two")
+    assert a != b and "sk-one" not in a and a.startswith("http://h/v1#")
+    assert endpoint_key(None, "k").startswith("https://api.openai.com/v1#")
+
+
+# ------------------------------------------------------------------ the threaded gate
+def test_waiting_callers_get_their_permits_by_priority_then_arrival():
+    lim = EndpointLimiter("ep", rpm=60 * 20)     # 20 a second: each permit 50 ms after the last
+    t0 = time.monotonic()
+    while lim.acquire() - t0 < 1.2:              # use up the burst: from now on everyone waits
+        pass
+    order, threads = [], []
+
+    def ask(name, prio):
+        lim.acquire(prio)
+        order.append(name)
+
+    for name, prio in [("normal-1", 1), ("last", 2), ("normal-2", 1), ("first", 0)]:
+        th = threading.Thread(target=ask, args=(name, prio))
+        th.start()
+        threads.append(th)
+        time.sleep(0.005)
+    for th in threads:
+        th.join(5)
+    # all four arrive within one spacing: "first" overtakes the earlier arrivals, "last" waits for all
+    assert order == ["first", "normal-1", "normal-2", "last"]
+    assert lim.status()["held_calls"] >= 4
+
+
+def test_an_endpoint_that_only_refuses_runs_out_of_patience_for_every_caller():
+    lim = EndpointLimiter("http://h/v1#abc", patience_s=0.3)
+    sent = lim.acquire()
+    lim.refused(sent, retry_after=10.0)           # pauses everyone for longer than the patience
+    errors = []
+
+    def ask():
+        try:
+            lim.acquire()
+        except RateLimitedError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    t0 = time.monotonic()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(5)
+    assert len(errors) == 4 and time.monotonic() - t0 < 2
+    assert errors[0].startswith("rate limited: http://h/v1 has answered 429") and "#abc" not in errors[0]
+    lim.served()                                  # a reply: patience starts over
+    assert lim.acquire(tokens=0) > 0
+
+
+def test_patience_must_be_positive():
+    with pytest.raises(ValueError, match="patience"):
+        EndpointLimiter("ep", patience_s=0)
