@@ -137,7 +137,8 @@ def test_command_line_server_serves_the_offline_models_and_stats():
         reply = backend.complete([{"role": "user", "content": prompt}])
         assert "Lisbon" in reply.text
         with urllib.request.urlopen(f"{url}/stats", timeout=5) as resp:
-            assert json.load(resp) == {"requests": 1, "faults": {}, "served": 1, "max_in_flight": 1}
+            assert json.load(resp) == {"requests": 1, "faults": {}, "served": 1, "max_in_flight": 1,
+                                       "served_span_s": 0.0}
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -175,6 +175,7 @@ class FakeOpenAIServer:
         self.in_flight = 0
         self.max_in_flight = 0               # the most requests held at once
         self.served = 0
+        self.first_at = self.last_at = None      # wall-clock times of the first and last request served
         self.requests: list[dict] = []
         self.log: list[dict] = []            # per request: {"n", "model", "fault"}
         self._sent: dict[str, int] = {}      # keyed faults: how often each request body was sent
@@ -291,6 +292,9 @@ class FakeOpenAIServer:
             time.sleep(wait)
         with self._lock:
             self.served += 1
+            now = time.time()
+            self.first_at = self.first_at or now
+            self.last_at = now
         h._send(200, {
             "id": f"chatcmpl-fake-{n}", "object": "chat.completion",
             "created": int(time.time()), "model": model,
@@ -307,6 +311,8 @@ class FakeOpenAIServer:
                     faults[entry["fault"]] = faults.get(entry["fault"], 0) + 1
             out = {"requests": len(self.requests), "faults": faults, "served": self.served,
                    "max_in_flight": self.max_in_flight}
+            if self.first_at is not None:
+                out["served_span_s"] = round(self.last_at - self.first_at, 3)
             if self.rate_limit is not None:
                 out["rate_limited"] = self.rate_limit.refused
             return out
