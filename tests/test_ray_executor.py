@@ -82,3 +82,21 @@ def test_an_unreachable_cluster_is_one_line_and_no_run_folder(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and "cannot reach the Ray cluster at 127.0.0.1:9" in err
     assert "\n" not in err and not Path(run).exists()
+
+
+def test_the_clusters_calls_go_through_one_gate_under_one_cap(tmp_path, local_ray):
+    """Issue 28: every worker's calls pass one gate actor, so --max-in-flight holds for the whole
+    cluster (the fake server's own count), and each call is still one line in the driver's ledger."""
+    from failure_helpers import endpoint
+    from mstar.testing.fake_server import FakeOpenAIServer, offline_responder
+
+    with FakeOpenAIServer(offline_responder(), latency_s=0.05) as srv:
+        run = tmp_path / "gated"
+        assert main(["evolve", *ARGS[:-2], "--iterations", "1", "--confirm-size", "0", "--out", str(run), "--quiet", "--executor", "ray",
+                     "--max-in-flight", "3", *endpoint(srv.base_url, None, concurrency=64)]) == 0
+        stats = srv.stats()
+    usage = [json.loads(line) for line in (run / "llm_usage.jsonl").read_text().splitlines()]
+    assert stats["max_in_flight"] <= 3
+    # every request the server saw (the connection check included) is one call in the driver's ledger
+    assert sum(1 + r["retries"] for r in usage if not r["cache_hit"]) == stats["requests"]
+    assert not any(r["error"] for r in usage)

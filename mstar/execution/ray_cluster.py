@@ -73,16 +73,22 @@ def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
         raise ExecutorError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
 
 
-def _evaluate_remote(task: Task, train_indices: list[int], job: EvalJob, cfg_dict: dict) -> tuple[dict, list[dict]]:
-    """Runs on a Ray worker: the job with the worker's own router; its usage comes back."""
+def _evaluate_remote(task: Task, train_indices: list[int], job: EvalJob, cfg_dict: dict,
+                     gate=None) -> tuple[dict, list[dict]]:
+    """Runs on a Ray worker: the job with the worker's own router (its calls through the run's
+    gate, mstar/execution/ray_gate.py, when one is given); its usage comes back."""
     from mstar.evaluation import SessionCache
     from mstar.execution.local import run_job
+    from mstar.execution.ray_gate import GatedRouter
 
     cfg = RunConfig.from_dict(cfg_dict)
     state = _WORKER_STATE.setdefault(cfg.name, {})
     if "router" not in state:
-        state["router"] = LLMRouter.from_config(cfg.llm, seed=cfg.evolution.seed)
+        state["router"] = GatedRouter.from_config(cfg.llm, seed=cfg.evolution.seed) if gate is not None \
+            else LLMRouter.from_config(cfg.llm, seed=cfg.evolution.seed)
         state["sessions"] = SessionCache(cfg.evolution.keep_sessions)
+    if gate is not None:
+        state["router"].through(gate)
     router: LLMRouter = state["router"]
     mark = router.mark()
     train = [task.episodes[i] for i in train_indices]
@@ -108,10 +114,21 @@ class RayExecutor:
         if env:
             options["runtime_env"] = {"env_vars": env}
         self._remote = ray.remote(_evaluate_remote).options(**options)
+        # One gate for the cluster's LLM calls (ray_gate.py): the run's cap, less what the driver's
+        # reflector calls may take (one per iteration in flight), and one limiter per endpoint.
+        driver_share = max(1, min(cfg.evolution.parallel, cfg.llm.max_in_flight - 1)) \
+            if cfg.llm.max_in_flight > 1 else 1
+        gate_cap = max(1, cfg.llm.max_in_flight - driver_share)
+        from mstar.execution.ray_gate import LLMGate
+        gate_llm = dataclasses.replace(llm, max_in_flight=gate_cap)
+        self._gate = ray.remote(LLMGate).options(max_concurrency=gate_cap * 4 + 16, num_cpus=0, **(
+            {"runtime_env": options["runtime_env"]} if env else {})).remote(
+            dataclasses.asdict(gate_llm), cfg.evolution.seed)
+        router.set_max_in_flight(driver_share)
 
     def run(self, job: EvalJob) -> EvalResult:
         ray = require_ray()
-        ref = self._remote.remote(self._task_ref, self._train, job, self._cfg_dict)
+        ref = self._remote.remote(self._task_ref, self._train, job, self._cfg_dict, self._gate)
         try:
             result, usage = ray.get(ref)
         except ray.exceptions.RayTaskError as exc:
@@ -125,4 +142,9 @@ class RayExecutor:
         return EvalResult.from_dict(result)
 
     def close(self) -> None:
-        """The cluster outlives the run; a local Ray this process started ends with it."""
+        """The cluster outlives the run (a local Ray this process started ends with it); the run's
+        gate does not."""
+        try:
+            require_ray().kill(self._gate)
+        except Exception:  # noqa: BLE001 -- the cluster may be gone already
+            pass

@@ -264,6 +264,11 @@ class LLMRouter:
                     router._flight[role] -= 1
         return _Flying()
 
+    def set_max_in_flight(self, n: int) -> None:
+        """A smaller cap for this router, before its first call (the Ray executor gives the rest of
+        the run's cap to the cluster's gate: mstar/execution/ray_gate.py)."""
+        self.max_in_flight, self._cap = n, Slots(n)
+
     def throttling(self) -> list[dict]:
         """Each endpoint limiter's state (mstar/llm/limiter.py): 429s, seconds held, pace."""
         return [lim.status() for lim in self.limiters.values()]
