@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from mstar.llm.limiter import EndpointLimiter, RateLimitedError, endpoint_key, parse_duration, parse_limit_hints
+from mstar.llm.limiter import (EndpointLimiter, RateLimitedError, endpoint_key, limit_named, parse_duration,
+                               parse_limit_hints)
 from mstar.llm.pacer import BURST_S, DECREASE, LimitHints, Pacer
 
 
@@ -79,6 +80,26 @@ def test_tpm_paces_tokens_and_is_corrected_by_the_real_count():
     assert p.wait(0.5, tokens=100) == pytest.approx(2.5)
 
 
+def test_a_429_that_names_the_tokens_limit_paces_tokens_and_leaves_requests_alone():
+    p = Pacer()
+    for i in range(10):
+        p.wait(i * 0.1, tokens=1000)
+    p.limited_now(1.0, sent_at=0.9, retry_after=0.0, which="tokens", tokens=1000)
+    assert p.rate is None                                   # requests stay unpaced
+    assert p.token_rate == pytest.approx(DECREASE * 9000 / 5.0)
+    p.limited_now(1.1, sent_at=1.05, retry_after=0.0, which=None, tokens=1000)   # names neither: both
+    assert p.rate is not None
+
+
+@pytest.mark.parametrize("message,which", [
+    ("Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000", "tokens"),
+    ("Rate limit reached for gpt-4o in organization org-x on requests per min (RPM): Limit 500", "requests"),
+    ("Requests to the ChatCompletions_Create Operation have exceeded token rate limit", "tokens"),
+    ("Too many requests", None), ("", None)])
+def test_which_limit_a_429_names(message, which):
+    assert limit_named(message) == which
+
+
 @pytest.mark.parametrize("bad", [0, -5, float("nan")])
 def test_a_pace_that_is_not_positive_is_refused(bad):
     with pytest.raises(ValueError, match="--rpm must be a positive number"):
@@ -106,27 +127,36 @@ def test_endpoint_key_tells_keys_apart_without_holding_them():
 
 
 # ------------------------------------------------------------------ the threaded gate
+def _until(cond, timeout=5.0):
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.002)
+
+
 def test_waiting_callers_get_their_permits_by_priority_then_arrival():
-    lim = EndpointLimiter("ep", rpm=60 * 20)     # 20 a second: each permit 50 ms after the last
-    t0 = time.monotonic()
-    while lim.acquire() - t0 < 1.2:              # use up the burst: from now on everyone waits
-        pass
+    now = [100.0]                                # a clock that moves only when the test says so
+    lim = EndpointLimiter("ep", rpm=60 * 20, clock=lambda: now[0])   # 20 a second: 50 ms apart
+    for _ in range(21):                          # the burst: one second's worth, and one more
+        lim.acquire()
     order, threads = [], []
 
     def ask(name, prio):
         lim.acquire(prio)
         order.append(name)
 
-    for name, prio in [("normal-1", 1), ("last", 2), ("normal-2", 1), ("first", 0)]:
-        th = threading.Thread(target=ask, args=(name, prio))
-        th.start()
-        threads.append(th)
-        time.sleep(0.005)
+    for k, (name, prio) in enumerate([("normal-1", 1), ("last", 2), ("normal-2", 1), ("first", 0)], 1):
+        threads.append(threading.Thread(target=ask, args=(name, prio)))
+        threads[-1].start()
+        _until(lambda: len(lim._queue) == k)     # queued in this order
+    for k in range(1, 5):
+        now[0] += 0.05                           # one spacing later: one permit
+        lim.released()                           # wake the waiters to look at the clock again
+        _until(lambda: len(order) == k)
     for th in threads:
         th.join(5)
-    # all four arrive within one spacing: "first" overtakes the earlier arrivals, "last" waits for all
     assert order == ["first", "normal-1", "normal-2", "last"]
-    assert lim.status()["held_calls"] >= 4
+    assert lim.status()["held_calls"] == 4
 
 
 def test_an_endpoint_that_only_refuses_runs_out_of_patience_for_every_caller():

@@ -99,13 +99,15 @@ class EndpointLimiter:
             self._pacer.served(self._clock(), hints, token_error)
             self._cond.notify_all()
 
-    def refused(self, sent_at: float, retry_after: float | None, hints: LimitHints | None = None) -> None:
-        """The endpoint answered 429 to the request sent at `sent_at`."""
+    def refused(self, sent_at: float, retry_after: float | None, hints: LimitHints | None = None,
+                which: str | None = None, tokens: float = 0.0) -> None:
+        """The endpoint answered 429 to the request of about `tokens` tokens sent at `sent_at`;
+        `which` is the limit it named ("requests" / "tokens"), if it named one."""
         with self._cond:
             now = self._clock()
             if self._refused_since is None:
                 self._refused_since = now
-            self._pacer.limited_now(now, sent_at, retry_after, hints)
+            self._pacer.limited_now(now, sent_at, retry_after, hints, which, tokens)
             self._paced_until = max(self._paced_until, self._pacer.not_before)
 
     def released(self) -> None:
@@ -120,7 +122,8 @@ class EndpointLimiter:
         with self._cond:
             now = self._clock()
             rate = self._pacer.rate
-            return {"endpoint": self.name, "rate_limited": self._pacer.limited, "cuts": self._pacer.cuts,
+            token_rate = self._pacer.token_rate
+            return {"endpoint": self.name, "pace_tpm": round(token_rate * 60) if token_rate is not None else None, "rate_limited": self._pacer.limited, "cuts": self._pacer.cuts,
                     "held_s": round(self.held_s, 3), "held_calls": self.waits,
                     "pace_rpm": round(rate * 60, 1) if rate is not None else None,
                     "served_rpm": round(self._pacer.served_rate(now) * 60, 1),
@@ -173,6 +176,20 @@ def token_estimate(messages: list[dict], backend) -> float:
     params = backend.request_params() if hasattr(backend, "request_params") else {}
     reply = params.get("max_tokens") or params.get("max_completion_tokens") or 256
     return float(estimate_tokens(messages_text(messages)) + int(reply))
+
+
+def limit_named(message: str) -> str | None:
+    """Which limit a 429's message names: OpenAI says "... on tokens per min (TPM)" or "on
+    requests per min (RPM)", Azure "token rate limit", Anthropic "request tokens ... per-minute";
+    None when it names neither (then both are cut)."""
+    text = message.lower()
+    tokens = "token" in text or "tpm" in text
+    requests = "requests per min" in text or "rpm" in text or "request rate" in text
+    if tokens and not requests:
+        return "tokens"
+    if requests and not tokens:
+        return "requests"
+    return None
 
 
 def parse_limit_hints(headers) -> LimitHints | None:

@@ -15,7 +15,7 @@ import threading
 import time
 
 from mstar.config import RoleConfig
-from mstar.llm.limiter import endpoint_key, parse_limit_hints
+from mstar.llm.limiter import endpoint_key, limit_named, parse_limit_hints
 from mstar.llm.retry import parse_retry_after
 from mstar.llm.types import (ChatResponse, EmptyCompletionError, FatalLLMError, LLMError, TransientLLMError,
                              estimate_tokens, messages_text)
@@ -102,7 +102,8 @@ class OpenAIBackend:
                 headers = exc.response.headers
                 raise TransientLLMError(f"{who}: HTTP {status} ({_brief(exc)})", kind=kind,
                                         retry_after=parse_retry_after(headers),
-                                        hints=parse_limit_hints(headers) if status == 429 else None) from exc
+                                        hints=parse_limit_hints(headers) if status == 429 else None,
+                                        limit=limit_named(_brief(exc)) if status == 429 else None) from exc
             raise LLMError(f"{who}: HTTP {status} ({_brief(exc)})") from exc
         except ValueError as exc:
             # A 200 whose body is not a chat completion (not JSON, or the wrong shape): a server

@@ -201,7 +201,7 @@ class LLMRouter:
                     except TransientLLMError as exc:
                         if exc.kind == "rate_limit" and limiter is not None:
                             # Not a failure: the call waits for its turn again (mstar/llm/limiter.py).
-                            limiter.refused(sent_at, exc.retry_after, exc.hints)
+                            limiter.refused(sent_at, exc.retry_after, exc.hints, exc.limit, estimate)
                             refused += 1
                             self.attempt_failed(role, "rate_limit", str(exc))
                             continue

@@ -21,11 +21,12 @@ class TransientLLMError(LLMError):
     a reply that was not valid JSON. `retry_after` is the server's own hint, in seconds."""
 
     def __init__(self, message: str, *, retry_after: float | None = None, kind: str = "transient",
-                 hints=None):
+                 hints=None, limit: str | None = None):
         super().__init__(message)
         self.retry_after = retry_after
         self.kind = kind
         self.hints = hints          # a 429's x-ratelimit-* headers (mstar.llm.pacer.LimitHints)
+        self.limit = limit          # the limit a 429 named: "requests", "tokens" or None
 
 
 class EmptyCompletionError(TransientLLMError):

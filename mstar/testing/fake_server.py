@@ -215,11 +215,13 @@ class FakeOpenAIServer:
                 except json.JSONDecodeError:
                     return self._send(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
                 if server.rate_limit is not None:
-                    wait, headers = server.rate_limit.admit(estimate_tokens(messages_text(body.get("messages") or [])))
+                    wait, headers, which = server.rate_limit.admit(
+                        estimate_tokens(messages_text(body.get("messages") or [])))
                     if wait is not None:
+                        per = "tokens per min (TPM)" if which == "tokens" else "requests per min (RPM)"
                         return self._send(429, {"error": {
-                            "message": f"Rate limit reached; try again in {wait:.3f}s (fake server)",
-                            "type": "requests", "code": "rate_limit_exceeded"}}, headers)
+                            "message": f"Rate limit reached on {per}; try again in {wait:.3f}s (fake server)",
+                            "type": which, "code": "rate_limit_exceeded"}}, headers)
                     self._limit_headers = headers
                 with server._lock:
                     n = len(server.requests)

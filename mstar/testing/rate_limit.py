@@ -3,7 +3,8 @@
 Token buckets per minute, as providers describe their limits: `rpm` requests and/or `tpm`
 tokens, each bucket holding `burst_s` seconds of its rate (a burst of that size goes through
 after an idle moment). A request that finds a bucket empty is refused with HTTP 429 and a
-Retry-After: whole seconds, rounded up, as the HTTP standard writes it (`precise=True` adds a
+Retry-After: whole seconds, rounded up, and a message that names the limit as OpenAI's do ("on
+requests per min (RPM)", "on tokens per min (TPM)"), as the HTTP standard writes it (`precise=True` adds a
 `retry-after-ms` header, as OpenAI does). With `headers=True` every reply also carries
 OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` headers. A request is charged
 its prompt tokens when it is admitted and its completion tokens when its reply is ready (the
@@ -58,23 +59,26 @@ class Limiter:
         self._lock = threading.Lock()
         self.refused = 0
 
-    def admit(self, prompt_tokens: int) -> tuple[float | None, dict]:
-        """(None, headers) when the request may go, else (seconds to wait, headers for the 429)."""
+    def admit(self, prompt_tokens: int) -> tuple[float | None, dict, str]:
+        """(None, headers, "") when the request may go, else (seconds to wait, headers for the
+        429, the limit it ran into: "requests" or "tokens")."""
         with self._lock:
             now = self._clock()
-            wait = 0.0
-            for bucket, amount in ((self._req, 1.0), (self._tok, float(prompt_tokens))):
+            wait, which = 0.0, ""
+            for bucket, amount, name in ((self._req, 1.0, "requests"), (self._tok, float(prompt_tokens), "tokens")):
                 if bucket is not None:
                     bucket.fill(now)
-                    wait = max(wait, bucket.wait_for(amount))
+                    w = bucket.wait_for(amount)
+                    if w > wait:
+                        wait, which = w, name
             if wait > 0:
                 self.refused += 1
-                return wait, self._headers(wait)
+                return wait, self._headers(wait), which
             if self._req is not None:
                 self._req.level -= 1.0
             if self._tok is not None:
                 self._tok.level -= prompt_tokens
-            return None, self._headers(None)
+            return None, self._headers(None), ""
 
     def charge(self, completion_tokens: int) -> None:
         if self._tok is not None:
