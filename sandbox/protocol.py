@@ -20,6 +20,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024
+# Containers nested in one frame. The deepest legitimate frame is a load reply: reply -> schema
+# -> field -> a default nested at most MAX_DEFAULT_DEPTH (sandbox.contract) more. A deeper frame
+# is refused as it is decoded: the engine's reports, records and prompts copy what they receive
+# recursively, and a 2,000-character default nested 940 deep crashed them (issue 30).
+MAX_FRAME_DEPTH = 24
 _HEADER = struct.Struct(">I")
 
 
@@ -129,6 +134,22 @@ def encode_frame(message: dict[str, Any]) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
+def json_depth(value: Any, stop_at: int | None = None) -> int:
+    """How deeply lists, tuples and dicts nest in `value` (a scalar: 0, `[]`: 1, `[[1]]`: 2).
+    Level by level, without recursion, so any depth can be measured; with `stop_at`, stops
+    counting once the depth passes it."""
+    depth, level = 0, [value]
+    while level:
+        containers = [v for v in level if isinstance(v, (list, tuple, dict))]
+        if not containers:
+            break
+        depth += 1
+        if stop_at is not None and depth > stop_at:
+            break
+        level = [x for c in containers for x in (c.values() if isinstance(c, dict) else c)]
+    return depth
+
+
 def decode_body(body: bytes) -> dict[str, Any]:
     try:
         message = json.loads(body.decode("utf-8"))
@@ -136,6 +157,8 @@ def decode_body(body: bytes) -> dict[str, Any]:
         raise FrameError(f"frame is not valid UTF-8 JSON: {exc}") from None
     if not isinstance(message, dict) or not isinstance(message.get("op"), str):
         raise FrameError("frame is not a JSON object with a str 'op'")
+    if json_depth(message, MAX_FRAME_DEPTH) > MAX_FRAME_DEPTH:
+        raise FrameError(f"frame nests containers more than {MAX_FRAME_DEPTH} deep")
     return message
 
 
