@@ -113,6 +113,13 @@ class EvalResult:
         return out
 
 
+def failed_result(queries, verdict: dict, seconds: float, why: str = "program failed to load") -> EvalResult:
+    """The result of an evaluation that failed as a whole (`verdict` says how): every query an
+    error with `why`, the mean 0."""
+    cases = [CaseResult(q.id, q.question, q.answer, "", 0.0, q.category, {}, "", [], error=why) for q in queries]
+    return EvalResult(0.0, cases, [], {}, verdict, seconds, seconds)
+
+
 def summarise(cases: list[CaseResult], writes: list[WriteRecord], fatal: dict | None, seconds: float,
               sandbox_seconds: float, calls: int, failed_calls: int, reused: bool) -> EvalResult:
     scored = [c for c in cases if c.scored]

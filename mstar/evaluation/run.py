@@ -24,6 +24,7 @@ can fix (FatalLLMError: bad key, unknown model) propagates at once.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import asdict
@@ -33,7 +34,7 @@ from mstar import agent
 from mstar.config import SandboxConfig
 from mstar.evaluation.ingest import ingest
 from mstar.evaluation.item_use import write_ignores_item
-from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, summarise
+from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, failed_result, summarise
 from mstar.evaluation.playing import play_query
 from mstar.evaluation.pools import Bounded, close_later, shared_pool
 from mstar.evaluation.prestart import PRESTARTS
@@ -232,8 +233,14 @@ def evaluate(
                         f.cancel()
                     program.session.close()
                     return _failed(queries, _verdict_dict(exc), time.perf_counter() - t0)
-                if not _same_prompts(loaded, info):   # cannot happen for the same text; checked anyway
-                    raise RuntimeError("the program's load differs from the one it was gated with")
+                difference = load_difference(info, loaded)
+                if difference:   # e.g. a default of datetime.now(): this program's failure, not the run's
+                    for f in pending:
+                        f.cancel()
+                    program.session.close()
+                    return _failed(queries, {"ok": False, "stage": "import", "gate": "determinism",
+                                             "rule": "load differs", "message": difference, "line": None},
+                                   time.perf_counter() - t0)
             progress("cases", 0, len(queries))
             settle = None
             if kept is None:
@@ -290,9 +297,39 @@ def prestart(source: str, sandbox: SandboxConfig, embed="current") -> object | N
     return token
 
 
-def _same_prompts(a, b) -> bool:
-    return (a.constants == b.constants and a.knowledge_item_schema == b.knowledge_item_schema
-            and a.query_schema == b.query_schema)
+def load_difference(gated, loaded) -> str:
+    """Why two loads of one program text disagree on what the prompts are built from (its
+    constants and schemas), or "" when they agree. The prompts of an evaluation were asked with
+    the first load's; the second is the knowledge base that answers. A program whose module-level
+    values change from load to load (a default of `datetime.now()`, a random constant) cannot be
+    scored consistently, so it fails -- and the reflector reads this."""
+    def show(value) -> str:
+        return _short(json.dumps(value, ensure_ascii=False, default=str), 120)
+
+    found = []
+    for name in sorted(set(gated.constants) | set(loaded.constants)):
+        if gated.constants.get(name) != loaded.constants.get(name):
+            found.append(f"the constant {name}")
+    for cls, a, b in (("KnowledgeItem", gated.knowledge_item_schema, loaded.knowledge_item_schema),
+                      ("Query", gated.query_schema, loaded.query_schema)):
+        by_name = {s.get("name"): s for s in b}
+        if [s.get("name") for s in a] != [s.get("name") for s in b]:
+            found.append(f"the fields of {cls}")
+            continue
+        for spec in a:
+            other = by_name[spec.get("name")]
+            for key in ("type", "description", "required", "default"):
+                if spec.get(key) != other.get(key):
+                    found.append(f"{cls}.{spec.get('name')} {key} ({show(spec.get(key))}, then {show(other.get(key))})")
+    if not found:
+        return ""
+    return ("the program's schema or constants differ between two loads of the same text: " + "; ".join(found[:5])
+            + ". Values computed when the module loads (datetime.now(), random numbers) change every time; compute "
+            "them in write() or read(), or use field(default_factory=...) for a default that varies")
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _done_with(session, kept, sessions, key, info, writes, *, keep: bool, toolkit=None) -> None:
@@ -377,6 +414,4 @@ def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_
 
 
 def _failed(queries: Sequence[QueryItem], verdict: dict, seconds: float) -> EvalResult:
-    cases = [CaseResult(q.id, q.question, q.answer, "", 0.0, q.category, {}, "", [],
-                        error="program failed to load") for q in queries]
-    return EvalResult(0.0, cases, [], {}, verdict, seconds, seconds)
+    return failed_result(queries, verdict, seconds)
