@@ -43,7 +43,7 @@ def _second_load_differs(source: str, sandbox, gated) -> str:
     (a default of datetime.now()) fails every evaluation (mstar.evaluation.run.load_difference),
     so a seed file that does is refused here, before anything is spent."""
     from mstar.evaluation import sandbox_limits
-    from mstar.evaluation.run import load_difference
+    from mstar.evaluation.sessions import load_difference
     from sandbox.engine.session import ProgramSession, SandboxError
 
     try:

@@ -18,13 +18,14 @@ its reads interleave differently from run to run; one whose reads only read gets
 answers at any concurrency.
 
 LLM failures are not scores: a case whose agent or judge call failed after its retries is an
-error, left out of the mean and counted; when the failed share passes `outage_threshold`
-the evaluation raises EndpointOutage (the loop stops the run, resumably), and an error no retry
-can fix (FatalLLMError: bad key, unknown model) propagates at once.
+error, left out of the mean and counted; an episode whose extraction (or a toolkit call in its
+write) failed is an error of that episode, not written with made-up defaults, and counted
+(mstar.evaluation.ingest); when the failed share of the calls or of the episodes passes
+`outage_threshold` the evaluation raises EndpointOutage (the loop stops the run, resumably),
+and an error no retry can fix (FatalLLMError: bad key, unknown model) propagates at once.
 """
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import asdict
@@ -32,13 +33,13 @@ from typing import Callable, Sequence
 
 from mstar import agent
 from mstar.config import SandboxConfig
-from mstar.evaluation.ingest import ingest
+from mstar.evaluation.ingest import check_ingestion, ingest
 from mstar.evaluation.item_use import write_ignores_item
 from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, failed_result, summarise
 from mstar.evaluation.playing import play_query
 from mstar.evaluation.pools import Bounded, close_later, shared_pool
 from mstar.evaluation.prestart import PRESTARTS
-from mstar.evaluation.sessions import LOAD_INFO, SessionCache, session_key
+from mstar.evaluation.sessions import LOAD_INFO, SessionCache, load_difference, session_key
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
 from mstar.llm.slots import FIRST, LAST, NORMAL
@@ -246,6 +247,7 @@ def evaluate(
             if kept is None:
                 LOAD_INFO.put(source, info)
                 writes, settle = ingest(program, episodes, extract, info, progress, early=early)
+                check_ingestion(writes, outage_threshold)   # an outage costs no reads
             case_futs = [case_pool.submit(_case, program, calls, q, m, f, info, metric)
                          for q, m, f in zip(queries, q_msgs, q_futs)]
             finished = iter(range(1, len(case_futs) + 1))   # next() is atomic under the GIL
@@ -263,7 +265,8 @@ def evaluate(
     finally:
         for pool in (start_pool, llm_pool, case_pool):
             pool.join()
-    keep = program.fatal is None and kept is None
+    # A knowledge base that misses an episode (its ingestion failed) is not kept for reuse.
+    keep = program.fatal is None and kept is None and not any(w.ingest_error for w in writes)
     _done_with(program.session, kept, sessions, key, info, writes, keep=keep, toolkit=program.toolkit)
     if calls.total and calls.failed / calls.total > outage_threshold:
         raise EndpointOutage(f"{calls.failed} of {calls.total} LLM calls of this evaluation failed after "
@@ -295,41 +298,6 @@ def prestart(source: str, sandbox: SandboxConfig, embed="current") -> object | N
     # parsing for an evolved program): answered now, while the gates run, and kept (lru_cache).
     shared_pool("llm").submit(write_ignores_item, source)
     return token
-
-
-def load_difference(gated, loaded) -> str:
-    """Why two loads of one program text disagree on what the prompts are built from (its
-    constants and schemas), or "" when they agree. The prompts of an evaluation were asked with
-    the first load's; the second is the knowledge base that answers. A program whose module-level
-    values change from load to load (a default of `datetime.now()`, a random constant) cannot be
-    scored consistently, so it fails -- and the reflector reads this."""
-    def show(value) -> str:
-        return _short(json.dumps(value, ensure_ascii=False, default=str), 120)
-
-    found = []
-    for name in sorted(set(gated.constants) | set(loaded.constants)):
-        if gated.constants.get(name) != loaded.constants.get(name):
-            found.append(f"the constant {name}")
-    for cls, a, b in (("KnowledgeItem", gated.knowledge_item_schema, loaded.knowledge_item_schema),
-                      ("Query", gated.query_schema, loaded.query_schema)):
-        by_name = {s.get("name"): s for s in b}
-        if [s.get("name") for s in a] != [s.get("name") for s in b]:
-            found.append(f"the fields of {cls}")
-            continue
-        for spec in a:
-            other = by_name[spec.get("name")]
-            for key in ("type", "description", "required", "default"):
-                if spec.get(key) != other.get(key):
-                    found.append(f"{cls}.{spec.get('name')} {key} ({show(spec.get(key))}, then {show(other.get(key))})")
-    if not found:
-        return ""
-    return ("the program's schema or constants differ between two loads of the same text: " + "; ".join(found[:5])
-            + ". Values computed when the module loads (datetime.now(), random numbers) change every time; compute "
-            "them in write() or read(), or use field(default_factory=...) for a default that varies")
-
-
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _done_with(session, kept, sessions, key, info, writes, *, keep: bool, toolkit=None) -> None:
