@@ -321,7 +321,7 @@ class Evolution:
             queue = list(todo)
             while queue or running:
                 while queue and stop is None and len(running) < max(1, self.cfg.evolution.parallel):
-                    reason = self.router.stop_reason()
+                    reason = self.router.stop_reason(in_flight=len(running))
                     if reason:
                         stop = _Stop(reason, "budget")
                         break

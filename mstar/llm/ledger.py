@@ -114,10 +114,10 @@ class Ledger:
             self._catch_up()
         return len(recs)
 
-    def stop_reason(self) -> str | None:
+    def stop_reason(self, in_flight: int = 0) -> str | None:
         with self._lock:
             self._catch_up()
-        return self.budget.stop_reason()
+        return self.budget.stop_reason(in_flight)
 
     # ------------------------------------------------------------ views
     def snapshot(self, start: int = 0) -> list[UsageRecord]:
