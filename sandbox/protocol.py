@@ -242,12 +242,21 @@ def send_frame_until(fd: int, message: dict[str, Any], deadline: float) -> bool:
 # --------------------------------------------------------------------------- toolkit LLM requests
 
 _ROLES = frozenset({"system", "user", "assistant"})
+# Messages per toolkit LLM call. A prompt's size is not only its characters: 135,000 empty
+# messages are "0 characters", a 3.9 MB frame, ~300 MB of dicts in the engine and ~500k tokens
+# of message framing at a provider (issue 30). Programs send one to three; few-shot prompts a few
+# dozen at most.
+MAX_LLM_MESSAGES = 64
 
 
 def check_messages(messages: Any) -> list[dict[str, str]]:
-    """OpenAI chat messages -> a plain list of {"role", "content"} dicts, or a TypeError."""
+    """OpenAI chat messages -> a plain list of {"role", "content"} dicts; a TypeError for a wrong
+    shape, a ValueError for more than MAX_LLM_MESSAGES messages (counted before any is looked at)."""
     if not isinstance(messages, (list, tuple)) or not messages:
         raise TypeError("llm_completion expects a non-empty list of {'role': ..., 'content': ...} dicts")
+    if len(messages) > MAX_LLM_MESSAGES:
+        raise ValueError(f"llm_completion takes at most {MAX_LLM_MESSAGES} messages per call, got {len(messages)}; "
+                         "join them into fewer")
     out = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
