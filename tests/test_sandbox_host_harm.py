@@ -1,5 +1,8 @@
 """Issue 30: what a program can make the engine do for it is bounded, judged from outside.
 
+- finding 3: the engine's memo of served embeddings is keyed by digests, capped in bytes and
+  released with its session; keyed by the texts, 6,144 unique 8,000-emoji texts took an engine
+  from 35 to 240 MB, and it stayed there after the session closed;
 - finding 6: a toolkit LLM call is bounded in messages and UTF-8 bytes, not only characters;
   135,000 empty messages per call took the checker to a 999 MB peak and a 67 MB report.
 Each check runs the real engine (the checker as a subprocess, or a ProgramSession with a real
@@ -70,3 +73,103 @@ def test_the_engine_counts_messages_and_bytes_of_what_a_worker_sends():
     assert served == []
     fine = serve_llm_request(llm, [{"role": "user", "content": "x" * 100}] * MAX_LLM_MESSAGES, 1, 1, "per read()")
     assert fine == {"op": "llm_reply", "ok": True, "text": "ok"} and len(served[0]) == MAX_LLM_MESSAGES
+
+
+# ------------------------------------------------------------------------ finding 3: the embedding memo
+
+FLOOD = """
+from dataclasses import dataclass, field
+
+INSTRUCTION_KNOWLEDGE_ITEM = "x"
+INSTRUCTION_QUERY = "x"
+INSTRUCTION_RESPONSE = "x"
+ALWAYS_ON_KNOWLEDGE = ""
+
+
+@dataclass
+class KnowledgeItem:
+    text: str = field(default="", metadata={"description": "t"})
+
+
+@dataclass
+class Query:
+    text: str = field(default="", metadata={"description": "t"})
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.col = toolkit.chroma.get_or_create_collection("docs")
+        self.col.add(ids=["seed"], documents=["seed"])
+        self.n = 0
+
+    def write(self, item, raw_text):
+        base = "\\U0001F600" * 7990                   # 8,000 characters, 32 KB as UTF-8
+        for _ in range(int(raw_text)):
+            texts = [base + str(self.n + i).zfill(10) for i in range(128)]   # each one new
+            self.n += 128
+            self.col.query(query_texts=texts, n_results=1)
+
+    def read(self, query):
+        return str(self.n)
+"""
+
+# An engine serving that program's embeddings (a fast stand-in model: what is measured is what the
+# engine keeps, not the model), printing its resident memory at each step.
+ENGINE = """
+import sys
+import numpy as np
+from mstar.split.served import ProgramEmbeddings
+from sandbox.engine.session import ProgramSession, SandboxLimits
+
+
+class Fast:
+    name = "fast"
+
+    def embed(self, texts):
+        return np.full((len(texts), 384), 1 / np.sqrt(384), dtype=np.float32)
+
+
+def rss():
+    return next(int(l.split()[1]) // 1024 for l in open("/proc/self/status") if l.startswith("VmRSS"))
+
+
+served = ProgramEmbeddings(Fast(), "fast")
+print("start", rss(), flush=True)
+session = ProgramSession(sys.argv[1], limits=SandboxLimits(call_timeout_s=120), embed=served.session())
+session.start()
+for _ in range(3):
+    session.write({"text": ""}, "16")
+assert session.read({"text": ""}).output == str(3 * 16 * 128)
+print("open", rss(), len(served.memo), flush=True)
+session.close()
+print("closed", rss(), len(served.memo), served.memo.bytes, flush=True)
+"""
+
+
+def test_engine_memory_through_served_embeddings_is_bounded_and_released_with_the_session():
+    proc = subprocess.run([sys.executable, "-c", ENGINE, FLOOD], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    steps = {line.split()[0]: [int(x) for x in line.split()[1:]] for line in proc.stdout.splitlines()}
+    start, opened, closed = steps["start"][0], steps["open"][0], steps["closed"][0]
+    assert opened - start < 100, steps         # before: +205 MB of texts kept as memo keys
+    assert steps["closed"][1:] == [0, 0], steps  # nothing of the session is remembered once it closed
+    assert closed - start < 40, steps          # and the engine gave the memory back
+
+
+def test_the_memo_is_capped_in_bytes_and_keeps_what_a_live_session_holds():
+    import numpy as np
+
+    from mstar.split.served import ENTRY_OVERHEAD_BYTES, VectorMemo, text_key
+
+    vec = np.zeros(384, dtype=np.float32)
+    cost = vec.nbytes + ENTRY_OVERHEAD_BYTES
+    memo = VectorMemo(max_bytes=10 * cost)
+    memo.put({text_key(f"a{i}"): vec for i in range(30)}, owner=1)
+    assert len(memo) == 10 and memo.bytes <= 10 * cost                  # least recently used out
+    assert set(memo.get([text_key("a29"), text_key("a0")], owner=2)) == {text_key("a29")}
+    memo.release(1)
+    assert list(memo.get([text_key(f"a{i}") for i in range(30)])) == [text_key("a29")]   # held by session 2
+    memo.release(2)
+    assert len(memo) == 0 and memo.bytes == 0
+    assert len(text_key("x" * 8000)) == 16

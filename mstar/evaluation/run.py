@@ -285,8 +285,10 @@ def session_options(sandbox: SandboxConfig, embed) -> tuple:
 
 
 def new_session(source: str, sandbox: SandboxConfig, embed, llm) -> ProgramSession:
+    # Each session its own view of the served embeddings: its memo entries go when it closes.
+    served = embed.session() if hasattr(embed, "session") else embed
     return ProgramSession(source, allowed_imports=sandbox.allowed_imports, limits=sandbox_limits(sandbox), llm=llm,
-                          embed=embed, embed_label=getattr(embed, "label", "engine"))
+                          embed=served, embed_label=getattr(embed, "label", "engine"))
 
 
 def prestart(source: str, sandbox: SandboxConfig, embed="current") -> object | None:

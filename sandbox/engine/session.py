@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 
 from sandbox.contract import DEFAULT_ALLOWED_IMPORTS
 from sandbox.engine.channel import GONE, TIMEOUT, EngineChannel
-from sandbox.engine.embed_proxy import EmbedFn, serve_embed_request
+from sandbox.engine.embed_proxy import EmbedFn, end_session, serve_embed_request
 from sandbox.engine.forkserver import ForkServerLauncher
 from sandbox.engine.launch import Launcher, SubprocessLauncher, WorkerProcess, exit_text, spawn
 from sandbox.engine.launchers import default_launcher, set_default_launcher
@@ -61,7 +61,9 @@ class ProgramSession:
     `embed` (texts -> vectors), when given, serves the program's chroma collections: the worker
     asks for the vectors of each add/query batch (sandbox.engine.embed_proxy) and the model stays
     in this process. Without it the worker hashes words itself (sandbox.worker.embedding).
-    `embed_label` names the function to the worker's collections."""
+    `embed_label` names the function to the worker's collections. An `embed` with a `close()`
+    has it called once, when the worker ends (closed, killed, or the session dropped): what it
+    keeps for this session can go then."""
 
     def __init__(self, source: str, *, allowed_imports: Sequence[str] = DEFAULT_ALLOWED_IMPORTS,
                  limits: SandboxLimits = SandboxLimits(), llm: LLMFn | None = None,
@@ -190,7 +192,7 @@ class ProgramSession:
         # A worker launched ahead, when the engine keeps spares (sandbox.engine.spares).
         self._worker = SPARES.take(self.launcher, self.limits) or spawn(self.launcher, self.limits)
         # Kills the worker even if the engine drops the session without close() (or exits).
-        self._finalizer = weakref.finalize(self, self._worker.end)
+        self._finalizer = weakref.finalize(self, end_session, self._worker.end, self.embed)
         self._channel = EngineChannel(self._worker.frames_in, self._worker.frames_out, self._worker.output,
                                       self._keep_output)
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
