@@ -3,6 +3,8 @@
 - finding 3: the engine's memo of served embeddings is keyed by digests, capped in bytes and
   released with its session; keyed by the texts, 6,144 unique 8,000-emoji texts took an engine
   from 35 to 240 MB, and it stayed there after the session closed;
+- finding 4: the time the engine spends embedding a program's texts counts in the op's deadline;
+  it was added back, so with a 3 s limit a read ran 10.5 s and succeeded;
 - finding 6: a toolkit LLM call is bounded in messages and UTF-8 bytes, not only characters;
   135,000 empty messages per call took the checker to a 999 MB peak and a 67 MB report.
 Each check runs the real engine (the checker as a subprocess, or a ProgramSession with a real
@@ -173,3 +175,32 @@ def test_the_memo_is_capped_in_bytes_and_keeps_what_a_live_session_holds():
     memo.release(2)
     assert len(memo) == 0 and memo.bytes == 0
     assert len(text_key("x" * 8000)) == 16
+
+
+# ------------------------------------------------------------------------ finding 4: embedding time
+
+SLOW_EMBEDS = FLOOD.replace("""    def read(self, query):
+        return str(self.n)""", """    def read(self, query):
+        for i in range(40):
+            self.col.query(query_texts=["question %d %s" % (i, query.text)], n_results=1)
+        return "done\"""")
+assert SLOW_EMBEDS != FLOOD
+
+
+def test_embedding_time_counts_against_the_ops_deadline():
+    import time
+
+    from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits
+
+    def slow(texts):                     # a model at 0.25 s a request: 40 requests are 10 s
+        time.sleep(0.25)
+        return [[1.0, 0.0]] * len(texts)
+
+    with ProgramSession(SLOW_EMBEDS, limits=SandboxLimits(call_timeout_s=3.0), embed=slow) as session:
+        session.start()
+        started = time.monotonic()
+        with pytest.raises(SandboxError) as err:
+            session.read({"text": "q"})
+        took = time.monotonic() - started
+    assert (err.value.verdict.gate, err.value.verdict.rule) == ("limits", "timeout"), err.value
+    assert took < 3.0 + 1.5, took        # before: the read ran ~10.5 s and succeeded

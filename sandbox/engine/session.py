@@ -271,12 +271,12 @@ class ProgramSession:
                 refused += reply.get("kind") == "budget"
                 deadline += time.monotonic() - started  # the provider's time is not the program's
                 self._send({**reply, "id": op_id}, deadline, stage)
-            elif op == "embed":
-                started = time.monotonic()
+            elif op == "embed":   # engine work done for the program: inside its deadline (issue 30)
                 texts = frame.get("texts")
                 reply = serve_embed_request(self.embed, texts, embedded, self._embed_dims)
                 embedded += len(texts) if isinstance(texts, list) else 0
-                deadline += time.monotonic() - started  # nor is the embedding model's
+                if time.monotonic() > deadline:
+                    self._timeout(stage)
                 self._send({**reply, "id": op_id}, deadline, stage)
             else:
                 self._fail(Verdict(False, stage, "protocol", "bad frame", f"unexpected frame op {op!r}"), kill=True)
