@@ -204,3 +204,46 @@ def test_embedding_time_counts_against_the_ops_deadline():
         took = time.monotonic() - started
     assert (err.value.verdict.gate, err.value.verdict.rule) == ("limits", "timeout"), err.value
     assert took < 3.0 + 1.5, took        # before: the read ran ~10.5 s and succeeded
+
+
+# ------------------------------------------------------------------------ finding 5: code after the result
+
+def _cpu_seconds(pid: int) -> float:
+    import os
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _idle_cpu(session, seconds: float = 2.0) -> float:
+    """The worker's CPU while the session stays open and no op runs (0 once it is gone)."""
+    import time
+    pid = session.pid
+    try:
+        before = _cpu_seconds(pid)
+        time.sleep(seconds)
+        return _cpu_seconds(pid) - before
+    except (FileNotFoundError, ProcessLookupError, TypeError):
+        return 0.0
+
+
+@pytest.mark.parametrize("name", ["h174_generator_finally_after_result", "h175_generator_finally_runaway_sql"])
+def test_no_program_code_runs_after_an_ops_result(name):
+    """Before: the read answered at once, then the generator's finally ran on the read thread with no
+    deadline: ~0.8 s of CPU per 3 s idle here (h174 a loop, h175 a runaway query holding the db)."""
+    import time
+
+    from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits
+
+    source = (HERE / "hostile" / f"{name}.py").read_text()
+    with ProgramSession(source, limits=SandboxLimits(call_timeout_s=3.0)) as session:
+        session.start()
+        session.write({"text": "a"}, "a")
+        started = time.monotonic()
+        try:
+            session.read({"question": "q"})
+        except SandboxError as exc:
+            assert exc.verdict.rule == "timeout", exc
+        assert time.monotonic() - started < 3.0 + 1.5
+        assert _idle_cpu(session) < 0.2
+        if session.alive():     # h175: the query was interrupted inside the read; the db is free again
+            assert session.read({"question": "q"}).output == "answered: 1"
