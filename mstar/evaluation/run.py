@@ -13,8 +13,9 @@ With a real model the time goes to waiting, so as much as possible waits at once
     built the same way whatever the concurrency;
   - after the last write, the reads overlap (each on a worker thread of the sandbox, at most
     `SandboxLimits.parallel_reads`), and each answer is asked as soon as its read returns.
-Results come back in query order. A program whose read() changes its knowledge base may see
-its reads interleave differently from run to run; one whose reads only read gets the same
+Results come back in query order. A program whose read() changes its state (an attribute, a
+table, its database: mstar.evaluation.read_state) has its reads run one at a time, in the
+order they come, so none sees another half-way; one whose reads only read gets the same
 answers at any concurrency.
 
 LLM failures are not scores: a case whose agent or judge call failed after its retries is an
@@ -26,6 +27,7 @@ and an error no retry can fix (FatalLLMError: bad key, unknown model) propagates
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import asdict
@@ -35,6 +37,7 @@ from mstar import agent
 from mstar.config import SandboxConfig
 from mstar.evaluation.ingest import check_ingestion, ingest
 from mstar.evaluation.item_use import write_ignores_item
+from mstar.evaluation.read_state import read_changes_state
 from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, failed_result, summarise
 from mstar.evaluation.playing import play_query
 from mstar.evaluation.pools import Bounded, close_later, shared_pool
@@ -131,12 +134,14 @@ class _Toolkit:
 class _Program:
     """The worker and what went wrong with it as a whole, shared by the concurrent cases."""
 
-    def __init__(self, session: ProgramSession, toolkit: _Toolkit, calls: _Calls) -> None:
+    def __init__(self, session: ProgramSession, toolkit: _Toolkit, calls: _Calls, serial_reads: bool = False) -> None:
         self.session = session
         self.toolkit, self.calls = toolkit, calls
         self.fatal: dict | None = None
         self.sandbox_s = 0.0
         self._lock = threading.Lock()
+        # A read() that changes the program's state runs alone (mstar.evaluation.read_state).
+        self.read_turn = threading.Lock() if serial_reads else contextlib.nullcontext()
 
     def op(self, fn, *args):
         t0 = time.perf_counter()
@@ -186,14 +191,15 @@ def evaluate(
     start_pool = Bounded("start", 1)
     try:
         if kept is not None:
-            program, info, writes = _Program(kept.session, kept.toolkit, calls), kept.info, kept.writes
+            program, info, writes = (_Program(kept.session, kept.toolkit, calls, read_changes_state(source)),
+                                     kept.info, kept.writes)
         else:
             toolkit = _Toolkit(calls)
             llm = llm_scope.bind_fallback(toolkit)
             # A worker started while the child's gates ran (mstar.evaluation.prestart), else a new one.
             taken = PRESTARTS.take(source, session_options(sandbox, embed), llm)
             session, starting = taken if taken is not None else (new_session(source, sandbox, embed, llm), None)
-            program = _Program(session, toolkit, calls)
+            program = _Program(session, toolkit, calls, read_changes_state(source))
             # Known from an earlier load (the gates, or an evaluation): the prompts are asked now
             # and the worker starts meanwhile; else the worker's load comes first.
             hint = LOAD_INFO.get(source)
@@ -329,7 +335,8 @@ def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_
         return case
     failures = program.toolkit.watch(calls)
     try:
-        res = program.op(program.session.read, qd)
+        with program.read_turn:
+            res = program.op(program.session.read, qd)
         case.retrieved, case.debug_logs, case.toolkit_calls = res.output or "", res.logs, res.llm_calls
         case.read_cpu_s = round(res.cpu_s, 6)
     except SandboxError as exc:
