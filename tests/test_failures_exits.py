@@ -217,3 +217,25 @@ def test_the_reliability_scenario_stop_at_300k_resume_with_500k_spends_at_most_5
     assert ev[-1]["event"] == "stopped" and ev[-1]["kind"] == "budget"
     assert sum(e["event"] == "iteration" for e in ev) >= 8      # it went on after the resume
     assert first < spent <= 500_000, spent
+
+
+def test_a_resumed_runs_console_counts_the_calls_the_run_recorded_and_ends_with_its_spend(tmp_path, capsys):
+    """Issue 30, 9: the resumed iteration's calls were counted twice on the console when its first,
+    interrupted attempt had recorded calls (852 shown, 847 recorded), and resume printed no final
+    spend line."""
+    import re
+    run = tmp_path / "run"
+    assert main(["evolve", *OFFLINE, "--iterations", "2", "--max-tokens", "1000", "--out", str(run), "--quiet"]) == 0
+    assert events(run)[-1]["event"] == "stopped"                 # after the seeds
+    lines = (run / "llm_usage.jsonl").read_text().splitlines()
+    attempt = [json.dumps({**json.loads(line), "scope": "iter_001"}) for line in lines[:5]]
+    with open(run / "llm_usage.jsonl", "a") as f:                # iteration 1 began, then the run was killed
+        f.write("\n".join(attempt) + "\n")
+    capsys.readouterr()
+    assert main(["resume", str(run), "--max-tokens", "100000000", "--iterations", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    recorded = len(usage(run))
+    shown = [int(m.group(1)) for line in out if (m := re.search(r"spend (\d+) calls", line))]
+    assert shown and shown[-1] == recorded, (shown, recorded)
+    [final] = [line for line in out if line.startswith("llm     spend")]
+    assert f"| {recorded} calls," in final
