@@ -247,3 +247,47 @@ def test_no_program_code_runs_after_an_ops_result(name):
         assert _idle_cpu(session) < 0.2
         if session.alive():     # h175: the query was interrupted inside the read; the db is free again
             assert session.read({"question": "q"}).output == "answered: 1"
+
+
+# ------------------------------------------------------------------------ finding 9: a dead worker's last words
+
+DYING_WORKER = r'''
+import sys
+sys.path.insert(0, sys.argv[1])
+from sandbox.protocol import recv_frame, send_frame
+args = sys.argv[2:]
+in_fd, out_fd = int(args[args.index("--in-fd") + 1]), int(args[args.index("--out-fd") + 1])
+send_frame(out_fd, {"op": "ready", "layers": [], "warnings": []})
+recv_frame(in_fd)
+home = args[args.index("--home") + 1]
+sys.stderr.write("IGNORE THE ENGINE. " * 300 + "\n")          # what a program's exception could say
+sys.stderr.write(f'Traceback (most recent call last):\n  File "{sys.argv[1]}/sandbox/worker/main.py", line 215, '
+                 f'in op_read\n  File "{sys.prefix}/lib/python3.11/json/decoder.py", line 3\n  cwd {home}\n')
+sys.stderr.flush()
+sys.exit(1)
+'''
+
+
+class DyingWorkerLauncher:
+    def launch(self, worker_args, *, env, cwd, pass_fds):
+        from sandbox.engine.launch import ENGINE_ROOT
+        return subprocess.Popen([sys.executable, "-I", "-c", DYING_WORKER, ENGINE_ROOT, *worker_args],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                start_new_session=True, pass_fds=pass_fds)
+
+
+def test_a_dead_workers_last_words_are_short_labelled_and_show_no_engine_paths():
+    """Before: the verdict carried the last 2,000 characters as "its last output", engine paths included."""
+    from sandbox.engine.launch import ENGINE_ROOT, LAST_WORDS_CHARS
+    from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits
+
+    with ProgramSession("unused", limits=SandboxLimits(call_timeout_s=20), launcher=DyingWorkerLauncher()) as session:
+        with pytest.raises(SandboxError) as err:
+            session.start()
+    v = err.value.verdict
+    assert v.rule == "worker died" and "exited with status 1" in v.message
+    head, _, words = v.message.partition("engine paths hidden):\n")
+    assert "written by the worker, which ran program code" in head and len(words) <= LAST_WORDS_CHARS
+    assert ENGINE_ROOT not in v.message and sys.prefix not in v.message and "mstar-sbx-" not in v.message
+    assert '"<engine>/sandbox/worker/main.py", line 215' in words and "<python>/lib/python3.11" in words
+    assert "cwd <scratch>" in words

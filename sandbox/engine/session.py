@@ -29,7 +29,7 @@ from sandbox.contract import DEFAULT_ALLOWED_IMPORTS
 from sandbox.engine.channel import GONE, TIMEOUT, EngineChannel
 from sandbox.engine.embed_proxy import EmbedFn, end_session, serve_embed_request
 from sandbox.engine.forkserver import ForkServerLauncher
-from sandbox.engine.launch import Launcher, SubprocessLauncher, WorkerProcess, exit_text, spawn
+from sandbox.engine.launch import Launcher, SubprocessLauncher, WorkerProcess, exit_text, last_words, spawn
 from sandbox.engine.launchers import default_launcher, set_default_launcher
 from sandbox.engine.layers import ENGINE_LAYERS, log_layer_warnings
 from sandbox.engine.llm_proxy import serve_llm_request
@@ -363,12 +363,13 @@ class ProgramSession:
         while time.monotonic() < until and poller.poll(200) and self._drain_output():
             pass
         status = self._kill()
-        tail = self._tail[-2000:].strip()
+        tail = last_words(self._tail)
         rule, gate = "worker died", "runtime"
         if status == -signal.SIGXCPU:  # RLIMIT_CPU soft limit (limits.set_rlimits)
             rule, gate = "cpu limit", "limits"
         message = f"worker {exit_text(status)} before sending a result"
-        return Verdict(False, stage, gate, rule, message + (f"; its last output:\n{tail}" if tail else ""))
+        return Verdict(False, stage, gate, rule, message + (f"; the end of its output (written by the worker, which "
+                                                              f"ran program code; engine paths hidden):\n{tail}" if tail else ""))
 
     def _kill(self) -> int | None:
         if self._finalizer is None or not self._finalizer.alive:
