@@ -245,8 +245,7 @@ def test_no_program_code_runs_after_an_ops_result(name):
             assert exc.verdict.rule == "timeout", exc
         assert time.monotonic() - started < 3.0 + 1.5
         assert _idle_cpu(session) < 0.2
-        if session.alive():     # h175: the query was interrupted inside the read; the db is free again
-            assert session.read({"question": "q"}).output == "answered: 1"
+        assert not session.alive()    # the read that ran them was killed at its deadline, and its worker with it
 
 
 # ------------------------------------------------------------------------ finding 9: a dead worker's last words

@@ -1,6 +1,6 @@
 # ATTACK: as h174, but the generator's finally runs a runaway recursive SQL query: run after the result, it held the database with no deadline, and the next read timed out
-# EXPECTED: the query runs inside the read that logged the object, where the op clock's progress handler interrupts it; the database is free for the next read
-# outcome: ok || read limits timeout
+# EXPECTED: the query runs inside the read that logged the object (interrupted by the op clock's progress handler, and run again by the finally until the engine kills the worker at the read's deadline)
+# outcome: read limits timeout
 # The test passes a unique marker path (in a world-writable directory) as raw_text and
 # as every str field of the item and the query; the directory must stay empty.
 from dataclasses import dataclass, field
@@ -18,8 +18,12 @@ class Carrier(str):
 def query_on_close(db):
     try:
         yield 1
-    finally:  # program code that runs whenever the generator is freed
-        db.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")
+    finally:  # program code that runs whenever the generator is freed: holds the database for good
+        while True:
+            try:
+                db.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")
+            except Exception:
+                pass
 
 
 class Loud:
