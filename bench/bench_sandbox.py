@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import resource
 import statistics
 import sys
 import time
@@ -127,9 +126,14 @@ def bench(name: str, launcher, starts: int, ops: int) -> list[dict[str, str]]:
     return rows
 
 
-def rss_mb() -> float:
+def status_mb(field: str) -> float:
+    """This process's VmRSS (now) or VmHWM (its peak), in MB."""
     with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS"))
+        return next(int(line.split()[1]) / 1024 for line in f if line.startswith(field))
+
+
+def rss_mb() -> float:
+    return status_mb("VmRSS")
 
 
 def run_one(path: Path, launcher, embed) -> str:
@@ -177,7 +181,7 @@ def corpus_memory(passes: int) -> list[dict[str, str]]:
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=4) as pool:
             outcomes = list(pool.map(lambda p: run_one(p, launcher, embed), programs))
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peak = status_mb("VmHWM")
         rows.append({"pass": str(n), "programs": str(len(programs)), "ran harmlessly": str(outcomes.count("ok")),
                      "seconds": f"{time.perf_counter() - t0:.0f}", "engine RSS before": f"{start:.0f} MB",
                      "engine RSS after": f"{rss_mb():.0f} MB", "engine peak RSS": f"{peak:.0f} MB",

@@ -129,10 +129,11 @@ class Evolution:
 
     def _run(self, job: EvalJob) -> EvalResult:
         """One evaluation. Whatever a program's evaluation raises costs that program -- a failed
-        result whose error the reflector reads -- never the run; only an endpoint error stops it."""
+        result whose error the reflector reads -- never the run. An endpoint error stops the run, and
+        an OSError (a full disk, no file descriptors left) is the machine's, not the program's."""
         try:
             return self.executor.run(job)
-        except ENDPOINT_ERRORS:
+        except (*ENDPOINT_ERRORS, OSError):
             raise
         except Exception as exc:  # noqa: BLE001 -- one program's quirk must not end the run (issue 30)
             items = self.task.test if job.split == "test" else self.task.validation

@@ -194,6 +194,7 @@ def test_whatever_one_evaluation_raises_becomes_that_programs_failed_result(tmp_
     assert res.mean_score == 0.0 and res.error["rule"] == "exception"
     assert "RecursionError: maximum recursion depth exceeded" in res.error["message"]
     assert [c.query_id for c in res.cases] == [evo.task.validation[0].id, evo.task.validation[2].id]
-    evo.executor = Raising(EndpointOutage("down"))     # an endpoint still stops the run
-    with pytest.raises(EndpointOutage):
-        evo._run(EvalJob("src", "validation", (0,)))
+    for exc in (EndpointOutage("down"), OSError(28, "No space left on device")):   # still stop the run
+        evo.executor = Raising(exc)
+        with pytest.raises(type(exc)):
+            evo._run(EvalJob("src", "validation", (0,)))

@@ -26,16 +26,19 @@ HERE = Path(__file__).parent
 ROOT = HERE.parent
 
 # `python -m sandbox ARGS`, reporting the checker's own peak RSS (the engine side: its workers are
-# other processes) on the last line of stderr.
+# other processes) on the last line of stderr. VmHWM, not ru_maxrss: after fork and exec the latter
+# still holds the forking parent's size (a test process of 1.5 GB, late in the suite).
 PEAK_RSS = """
-import resource, runpy, sys
+import runpy, sys
 sys.argv = ["sandbox", *sys.argv[1:]]
+code = 1
 try:
     runpy.run_module("sandbox", run_name="__main__")
 except SystemExit as exc:
     code = exc.code
 finally:
-    print(f"PEAK_RSS_MB {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}", file=sys.stderr)
+    peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+    print(f"PEAK_RSS_MB {peak / 1024:.0f}", file=sys.stderr)
     sys.exit(code if isinstance(code, int) else 1)
 """
 
