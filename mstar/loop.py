@@ -25,6 +25,7 @@ from typing import Callable
 
 from mstar.config import RunConfig
 from mstar.evaluation import EndpointOutage, EvalResult, sandbox_limits
+from mstar.evaluation.records import failed_result
 from mstar.execution import EvalJob, Executor, make_executor
 from mstar.finish import Stop as _Stop
 from mstar.finish import finish_run
@@ -126,6 +127,22 @@ class Evolution:
             res = EvalResult.from_dict(data) if data else None
         return res
 
+    def _run(self, job: EvalJob) -> EvalResult:
+        """One evaluation. Whatever a program's evaluation raises costs that program -- a failed
+        result whose error the reflector reads -- never the run. An endpoint error stops the run, and
+        an OSError (a full disk, no file descriptors left) is the machine's, not the program's."""
+        try:
+            return self.executor.run(job)
+        except (*ENDPOINT_ERRORS, OSError):
+            raise
+        except Exception as exc:  # noqa: BLE001 -- one program's quirk must not end the run (issue 30)
+            items = self.task.test if job.split == "test" else self.task.validation
+            queries = [items[i] for i in job.indices] if job.indices is not None else list(items)
+            message = f"the evaluation raised {type(exc).__name__}: {exc}"[:2000]
+            return failed_result(queries, {"ok": False, "stage": "evaluation", "gate": "engine",
+                                           "rule": "exception", "message": message, "line": None},
+                                 0.0, why="evaluation failed")
+
     # ------------------------------------------------------------ phases
     def evaluate_seeds(self) -> None:
         """Every seed on the static set, at once; events in the configured order."""
@@ -145,6 +162,7 @@ class Evolution:
                 self._event(events.SeedEvent(
                     program_id=pid, title=f"seed: {label}", static_score=res.mean_score,
                     per_category=res.per_category, error=res.error, case_errors=res.case_errors,
+                    ingest_errors=res.ingest_errors,
                     llm=self.router.spent_in(pid),
                     timing={"eval_s": round(res.seconds, 3), "sandbox_s": round(res.sandbox_seconds, 3),
                             "chain_calls": res.chain_calls, "write_s": res.write_seconds,
@@ -153,7 +171,7 @@ class Evolution:
 
     def _seed_eval(self, pid: str, source: str) -> EvalResult:
         with llm_scope.scoped(pid):
-            return self.executor.run(self._static_job(source))
+            return self._run(self._static_job(source))
 
     def iterate(self, iteration: int) -> None:
         with llm_scope.scoped(f"iter_{iteration:03d}"):
@@ -175,7 +193,7 @@ class Evolution:
             # Drawn by the evolution's seed, from the split's pool: runs that differ only in --seed
             # share the static set and episodes (the split's seed) but not their batches.
             batch = rotating_batch(self.split.rotating_pool or self.split.static, ev.rotating_size, iteration, ev.seed)
-            rot = self.executor.run(EvalJob(parent.source, "validation", tuple(batch)))
+            rot = self._run(EvalJob(parent.source, "validation", tuple(batch)))
             timing = {"rotating_eval_s": round(rot.seconds, 3), "rotating_sandbox_s": round(rot.sandbox_seconds, 3),
                       "rotating_chain_calls": rot.chain_calls, "rotating_reused_kb": rot.reused_kb}
         cases = [c.__dict__ for c in rot.cases if c.scored]
@@ -214,6 +232,7 @@ class Evolution:
                 child.no_change = record.no_change = bool(parent_res) and same_answers(res.cases, parent_res.cases)
                 record.program_id, record.static_score, record.per_category = child.program_id, res.mean_score, res.per_category
                 record.delta, record.eval_error, record.case_errors = res.mean_score - parent.static_score, res.error, res.case_errors
+                record.ingest_errors = res.ingest_errors
                 record.evidence = paired_gain(res, parent_res)
             else:
                 record.status = "failed"
@@ -243,7 +262,7 @@ class Evolution:
         or (None, None) when every round failed -- the child is then discarded."""
         ev = self.cfg.evolution
         source = outcome.source
-        res = self.executor.run(self._static_job(source))
+        res = self._run(self._static_job(source))
         timing.update(child_eval_s=round(res.seconds, 3), child_sandbox_s=round(res.sandbox_seconds, 3),
                       child_chain_calls=res.chain_calls, child_write_s=res.write_seconds,
                       child_read_cpu_s=res.read_cpu_seconds)
@@ -260,7 +279,7 @@ class Evolution:
             if fix.status != "ok":
                 continue
             source = outcome.source = fix.source
-            res = self.executor.run(self._static_job(source))
+            res = self._run(self._static_job(source))
             entry["static_score"] = res.mean_score
         if runtime_failure(res) is not None and ev.runtime_fix_rounds > 0:
             return None, None
@@ -303,7 +322,7 @@ class Evolution:
             queue = list(todo)
             while queue or running:
                 while queue and stop is None and len(running) < max(1, self.cfg.evolution.parallel):
-                    reason = self.router.stop_reason()
+                    reason = self.router.stop_reason(in_flight=len(running))
                     if reason:
                         stop = _Stop(reason, "budget")
                         break

@@ -17,7 +17,8 @@ from typing import Sequence
 from mstar import prompts
 from mstar.config import SandboxConfig
 from mstar.prompts.sections import (MAX_CASE_FIELD, MAX_DEBUG_LINES, Section, chroma_embeddings_note,
-                                    conversation_lines, cut as _cut, rubric_verdicts, split_cases)
+                                    concurrent_reads_note, conversation_lines, cut as _cut, rubric_verdicts,
+                                    split_cases)
 
 __all__ = ["MAX_CASE_FIELD", "MAX_DEBUG_LINES", "ReflectionInput", "ReflectorReply", "ReplyError", "Section",
            "build_compile_fix_messages", "build_reflection_messages", "fit_to_budget", "interface_spec",
@@ -51,6 +52,7 @@ def interface_spec(sandbox: SandboxConfig, embeddings: str | None = None) -> str
      - `toolkit.logger.debug(message)`: debug output, shown back to you as memory debug logs
    - `write(self, item: KnowledgeItem, raw_text: str) -> None`
    - `read(self, query: Query) -> str`
+{textwrap.fill(concurrent_reads_note(sandbox), width=100, initial_indent="     ", subsequent_indent="     ")}
 4. Four module-level string constants:
    - INSTRUCTION_KNOWLEDGE_ITEM: tells the agent what to extract from a text and how
    - INSTRUCTION_QUERY: tells the agent how to turn a question into a Query

@@ -20,6 +20,7 @@ The layers, in the order a program meets them (the why of each: docs/sandbox.md)
   L7 regression: hostile programs         tests    tests/test_hostile.py, tests/hostile/
 
   protocol.py        what crosses the pipe (frames, limits, verdicts) -- both sides
+  check.py           `python -m sandbox.check`: the checker's old name, kept as an alias
   contract/          what a memory program must define (the rules L1 and the loader check)
   engine/            the engine's side: ProgramSession, launchers, gates, the `python -m sandbox` checker;
                      received.py re-checks what a worker sends, terminal.py makes program text safe to print

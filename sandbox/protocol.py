@@ -20,6 +20,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024
+# Containers nested in one frame. The deepest legitimate frame is a load reply: reply -> schema
+# -> field -> a default nested at most MAX_DEFAULT_DEPTH (sandbox.contract) more. A deeper frame
+# is refused as it is decoded: the engine's reports, records and prompts copy what they receive
+# recursively, and a 2,000-character default nested 940 deep crashed them (issue 30).
+MAX_FRAME_DEPTH = 24
 _HEADER = struct.Struct(">I")
 
 
@@ -129,6 +134,22 @@ def encode_frame(message: dict[str, Any]) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
+def json_depth(value: Any, stop_at: int | None = None) -> int:
+    """How deeply lists, tuples and dicts nest in `value` (a scalar: 0, `[]`: 1, `[[1]]`: 2).
+    Level by level, without recursion, so any depth can be measured; with `stop_at`, stops
+    counting once the depth passes it."""
+    depth, level = 0, [value]
+    while level:
+        containers = [v for v in level if isinstance(v, (list, tuple, dict))]
+        if not containers:
+            break
+        depth += 1
+        if stop_at is not None and depth > stop_at:
+            break
+        level = [x for c in containers for x in (c.values() if isinstance(c, dict) else c)]
+    return depth
+
+
 def decode_body(body: bytes) -> dict[str, Any]:
     try:
         message = json.loads(body.decode("utf-8"))
@@ -136,6 +157,8 @@ def decode_body(body: bytes) -> dict[str, Any]:
         raise FrameError(f"frame is not valid UTF-8 JSON: {exc}") from None
     if not isinstance(message, dict) or not isinstance(message.get("op"), str):
         raise FrameError("frame is not a JSON object with a str 'op'")
+    if json_depth(message, MAX_FRAME_DEPTH) > MAX_FRAME_DEPTH:
+        raise FrameError(f"frame nests containers more than {MAX_FRAME_DEPTH} deep")
     return message
 
 
@@ -219,12 +242,21 @@ def send_frame_until(fd: int, message: dict[str, Any], deadline: float) -> bool:
 # --------------------------------------------------------------------------- toolkit LLM requests
 
 _ROLES = frozenset({"system", "user", "assistant"})
+# Messages per toolkit LLM call. A prompt's size is not only its characters: 135,000 empty
+# messages are "0 characters", a 3.9 MB frame, ~300 MB of dicts in the engine and ~500k tokens
+# of message framing at a provider (issue 30). Programs send one to three; few-shot prompts a few
+# dozen at most.
+MAX_LLM_MESSAGES = 64
 
 
 def check_messages(messages: Any) -> list[dict[str, str]]:
-    """OpenAI chat messages -> a plain list of {"role", "content"} dicts, or a TypeError."""
+    """OpenAI chat messages -> a plain list of {"role", "content"} dicts; a TypeError for a wrong
+    shape, a ValueError for more than MAX_LLM_MESSAGES messages (counted before any is looked at)."""
     if not isinstance(messages, (list, tuple)) or not messages:
         raise TypeError("llm_completion expects a non-empty list of {'role': ..., 'content': ...} dicts")
+    if len(messages) > MAX_LLM_MESSAGES:
+        raise ValueError(f"llm_completion takes at most {MAX_LLM_MESSAGES} messages per call, got {len(messages)}; "
+                         "join them into fewer")
     out = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict):

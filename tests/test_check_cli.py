@@ -134,3 +134,17 @@ def test_runtime_failure_and_timeout(runs):
 def test_usage_errors_exit_2(runs):
     assert runs["missing"].returncode == 2 and "cannot read" in runs["missing"].stderr
     assert runs["bad_timeout"].returncode == 2 and "--timeout must be > 0" in runs["bad_timeout"].stderr
+
+
+def test_the_old_name_python_m_sandbox_check_still_works(tmp_path):
+    """Issue 30, 9: `python -m sandbox.check`, the documented checker command, had gone when the
+    checker moved to `python -m sandbox`; it is an alias again, with the same output and exit codes."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    new, old = ([sys.executable, "-m", module, hostile("import_os"), "--json"] for module in ("sandbox", "sandbox.check"))
+    results = [subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120) for cmd in (new, old)]
+    assert [r.returncode for r in results] == [1, 1], results[1].stderr[-2000:]
+    verdicts = [json.loads(r.stdout)["verdict"] for r in results]
+    assert verdicts[0] == verdicts[1] and verdicts[0]["stage"] == "static"
+    usage = subprocess.run([sys.executable, "-m", "sandbox.check"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=60)
+    assert usage.returncode == 2 and "usage: python -m sandbox.check" in usage.stderr

@@ -151,3 +151,16 @@ def test_eval_scores_an_exported_program_as_the_run_did(exported, capsys):
             and "single-hop" in text)
     assert main(["eval", "no_such_seed", "--task", "sample"]) == 2
     assert "unknown" in capsys.readouterr().err
+
+
+def test_eval_of_a_run_folder_scores_its_champion(exported, capsys, tmp_path):
+    """Issue 30, 9: `mstar eval RUN_FOLDER` said the program file did not exist."""
+    run, out = exported
+    summary = json.loads((run / "summary.json").read_text())
+    capsys.readouterr()
+    assert main(["eval", str(run), "--task", "sample", "--json"]) == 0
+    scored = json.loads(capsys.readouterr().out)
+    assert scored["name"] == f"{run.name}/best_program" and scored["mean_score"] == summary["test_score"]
+    (tmp_path / "plain").mkdir()
+    assert main(["eval", str(tmp_path / "plain"), "--task", "sample"]) == 2
+    assert "is a folder, not a program" in capsys.readouterr().err

@@ -178,8 +178,64 @@ def test_a_primed_budget_counts_the_iterations_before_a_resume():
     fresh, primed = Budget(max_tokens=1000), Budget(max_tokens=1000)
     for b in (fresh, primed):
         b.observe(0.0, 700)
-    primed.prime([(0.0, 400), (0.0, 300)])        # iterations of the first process cost 350 on average
+    primed.prime([(0.0, 400), (0.0, 200)])        # iterations of the first process: 300 on average, 400 at most
     assert fresh.stop_reason() is None             # knows nothing yet: would run one more
     reason = primed.stop_reason()
-    assert reason.startswith("budget nearly reached") and "about 350 tokens" in reason
+    assert reason.startswith("budget nearly reached") and "may cost 400 tokens (the largest so far)" in reason
     assert budget_flag(reason) == "--max-tokens" and budget_flag("budget reached: $1, --max-usd is $1") == "--max-usd"
+
+
+def test_a_budget_reserves_the_largest_iteration_and_every_one_in_flight():
+    from mstar.llm.budget import Budget
+    budget = Budget(max_tokens=1000)
+    budget.observe(0.0, 600)
+    budget.prime([(0.0, 100), (0.0, 450), (0.0, 100), (0.0, 100)])   # average 187: the old rule ran one more
+    assert "may cost 450 tokens" in budget.stop_reason()
+    roomy = Budget(max_tokens=1000)
+    roomy.observe(0.0, 500)
+    roomy.prime([(0.0, 200)])
+    assert roomy.check() is None                                      # 500 + 200 fits
+    assert roomy.stop_reason(in_flight=1) is None                     # 500 + 2 x 200 fits
+    assert "2 more in flight" in roomy.stop_reason(in_flight=2)       # 500 + 3 x 200 does not
+    assert Budget(max_tokens=1000).stop_reason(in_flight=5) is None   # nothing seen yet, nothing to reserve
+
+
+def test_the_reliability_scenario_stop_at_300k_resume_with_500k_spends_at_most_500k(tmp_path):
+    """Issue 30, 8b: two seeds whose iterations differ ~3x (a summariser parent costs ~95k tokens, a
+    vector-search one ~30k). With this --seed the iteration after the resume's fifth has the
+    summariser as its parent; reserving the average (~40k) ran it and spent 543,954 tokens."""
+    run = tmp_path / "run"
+    args = ["--task", "sample", "--size", "0.3", "--static-size", "6", "--seeds", "vector_search,llm_summarizer",
+            "--seed", "9", "--quiet"]
+    assert main(["evolve", *args[:-1], "--iterations", "40", "--max-tokens", "300000", "--out", str(run),
+                 "--quiet"]) == 0
+    first = sum(r["prompt_tokens"] + r["completion_tokens"] for r in usage(run) if not r["cache_hit"])
+    assert events(run)[-1]["event"] == "stopped" and first <= 300_000
+    assert main(["resume", str(run), "--max-tokens", "500000", "--quiet"]) == 0
+    spent = sum(r["prompt_tokens"] + r["completion_tokens"] for r in usage(run) if not r["cache_hit"])
+    ev = events(run)
+    assert ev[-1]["event"] == "stopped" and ev[-1]["kind"] == "budget"
+    assert sum(e["event"] == "iteration" for e in ev) >= 8      # it went on after the resume
+    assert first < spent <= 500_000, spent
+
+
+def test_a_resumed_runs_console_counts_the_calls_the_run_recorded_and_ends_with_its_spend(tmp_path, capsys):
+    """Issue 30, 9: the resumed iteration's calls were counted twice on the console when its first,
+    interrupted attempt had recorded calls (852 shown, 847 recorded), and resume printed no final
+    spend line."""
+    import re
+    run = tmp_path / "run"
+    assert main(["evolve", *OFFLINE, "--iterations", "2", "--max-tokens", "1000", "--out", str(run), "--quiet"]) == 0
+    assert events(run)[-1]["event"] == "stopped"                 # after the seeds
+    lines = (run / "llm_usage.jsonl").read_text().splitlines()
+    attempt = [json.dumps({**json.loads(line), "scope": "iter_001"}) for line in lines[:5]]
+    with open(run / "llm_usage.jsonl", "a") as f:                # iteration 1 began, then the run was killed
+        f.write("\n".join(attempt) + "\n")
+    capsys.readouterr()
+    assert main(["resume", str(run), "--max-tokens", "100000000", "--iterations", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    recorded = len(usage(run))
+    shown = [int(m.group(1)) for line in out if (m := re.search(r"spend (\d+) calls", line))]
+    assert shown and shown[-1] == recorded, (shown, recorded)
+    [final] = [line for line in out if line.startswith("llm     spend")]
+    assert f"| {recorded} calls," in final

@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 from mstar.config import LLMConfig, SandboxConfig
-from mstar.evaluation import evaluate
+from mstar.evaluation import evaluate, sandbox_limits
 from mstar.evaluation.pools import drain_closes
 from mstar.evaluation.prestart import PRESTARTS, Prestarts
 from mstar.evaluation.run import prestart
@@ -107,3 +107,94 @@ def test_whether_write_reads_its_item_is_answered_while_the_gates_run():
     finally:
         PRESTARTS.drop(token)
         drain_closes()
+
+
+# ------------------------------------------------------------------------ issue 30, finding 2
+
+# A default a model may well write: it changes every time the module loads.
+TIME_VARYING = (ROOT / "seeds" / "vector_search.py").read_text().replace(
+    "from dataclasses import dataclass, field\n", "from dataclasses import dataclass, field\nfrom datetime import datetime\n", 1
+).replace(
+    '    content: str = field(default="", metadata={"description": "The facts worth remembering from the text"})\n',
+    '    content: str = field(default="", metadata={"description": "The facts worth remembering from the text"})\n'
+    '    stored_at: str = field(default=datetime.now().isoformat(), metadata={"description": "When"})\n', 1)
+assert "datetime.now()" in TIME_VARYING
+
+
+def test_a_load_that_differs_from_the_gated_one_is_the_programs_failure_not_an_exception():
+    """Before: evaluate() raised RuntimeError("the program's load differs ...") and the run died."""
+    from mstar.evaluation.sessions import LOAD_INFO
+    from sandbox.engine.gates import run_gates
+
+    task = load_task("sample")
+    sandbox = SandboxConfig()
+    report = run_gates(TIME_VARYING, allowed_imports=sandbox.allowed_imports, limits=sandbox_limits(sandbox),
+                       llm=lambda m: "r")
+    assert report.ok, report.error
+    LOAD_INFO.put(TIME_VARYING, report.load_info)          # what mutate.propose_child does for a child
+    prestart(TIME_VARYING, sandbox, embed=None)
+    time.sleep(0.01)   # the load's timestamp is later than the gates' one
+    res = evaluate(TIME_VARYING, task.episodes[:3], task.validation[:3], metric=task.score,
+                   router=LLMRouter.from_config(LLMConfig()), sandbox=sandbox, workers=4, embed=None)
+    assert res.mean_score == 0.0 and (res.error["gate"], res.error["rule"]) == ("determinism", "load differs")
+    assert "KnowledgeItem.stored_at default" in res.error["message"] and "datetime.now()" in res.error["message"]
+    assert all(c.error for c in res.cases)
+
+
+def test_a_run_whose_child_loads_differently_goes_on_and_shows_the_reflector_why(tmp_path, monkeypatch):
+    """The seed file is let past `mstar evolve`'s own check (which refuses it, below) as a seed that
+    passed its gates would be: every child of it inherits the default. Before: exit 1 after the
+    first child, with a traceback."""
+    import json
+
+    from mstar.cli import main
+    from mstar.commands import prechecks
+
+    seed = tmp_path / "time_seed.py"
+    seed.write_text(TIME_VARYING)
+    args = ["evolve", "--task", "sample", "--size", "0.3", "--static-size", "4", "--seeds", str(seed),
+            "--iterations", "2", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "refused")]) == 2       # refused up front, one line
+    assert not (tmp_path / "refused").exists()
+    monkeypatch.setattr(prechecks, "check_seeds", lambda refs, sandbox: None)
+    assert main([*args, "--out", str(tmp_path / "run")]) == 0
+    events = [json.loads(line) for line in (tmp_path / "run" / "lineage.jsonl").read_text().splitlines()]
+    iterations = [e for e in events if e["event"] == "iteration"]
+    assert len(iterations) == 2 and events[-1]["event"] == "test"
+    errors = [fix["error"] for e in iterations for fix in e.get("runtime_fixes", [])]
+    assert errors and all("differ between two loads" in err for err in errors)
+
+
+def test_whatever_one_evaluation_raises_becomes_that_programs_failed_result(tmp_path):
+    import pytest
+
+    from mstar.config import EvolutionConfig, RunConfig
+    from mstar.evaluation import EndpointOutage
+    from mstar.execution import EvalJob
+    from mstar.loop import Evolution
+    from mstar.run.store import RunStore
+    from mstar.split.embed import HashingEmbedder
+
+    class Raising:
+        def __init__(self, exc):
+            self.exc = exc
+
+        def run(self, job):
+            raise self.exc
+
+        def close(self):
+            pass
+
+    cfg = RunConfig(name="t", seeds=("vector_search",), evolution=EvolutionConfig(iterations=1, static_size=4))
+    store = RunStore(tmp_path / "run")
+    store.create()
+    evo = Evolution(cfg, load_task("sample"), LLMRouter.from_config(LLMConfig()), store, embedder=HashingEmbedder(),
+                    executor=Raising(RecursionError("maximum recursion depth exceeded")))
+    res = evo._run(EvalJob("src", "validation", (0, 2)))
+    assert res.mean_score == 0.0 and res.error["rule"] == "exception"
+    assert "RecursionError: maximum recursion depth exceeded" in res.error["message"]
+    assert [c.query_id for c in res.cases] == [evo.task.validation[0].id, evo.task.validation[2].id]
+    for exc in (EndpointOutage("down"), OSError(28, "No space left on device")):   # still stop the run
+        evo.executor = Raising(exc)
+        with pytest.raises(type(exc)):
+            evo._run(EvalJob("src", "validation", (0,)))

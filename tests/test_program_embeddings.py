@@ -94,9 +94,14 @@ def test_the_workers_chroma_uses_the_engines_vectors_a_batch_per_call():
     assert fake.calls == [4, 1]                        # one request for the add of 4 docs, one per query
 
 
-def test_embedding_time_does_not_count_against_the_ops_deadline():
-    slow = Counting(delay=0.6)   # 2 requests x 0.6 s inside a 0.5-second op limit
-    assert _neighbours(slow, SandboxLimits(call_timeout_s=0.5))[0] == "d2"
+def test_embedding_time_counts_against_the_ops_deadline():
+    """Issue 30 reversed this: the engine's embedding work for a program is the program's time
+    (tests/test_sandbox_host_harm.py has the 10-second read a 3-second limit let through)."""
+    from sandbox.engine.session import SandboxError
+    slow = Counting(delay=0.6)   # the write's request alone takes 0.6 s of a 0.5-second op limit
+    with pytest.raises(SandboxError, match="timeout"):
+        _neighbours(slow, SandboxLimits(call_timeout_s=0.5))
+    assert _neighbours(Counting(delay=0.05), SandboxLimits(call_timeout_s=5))[0] == "d2"
 
 
 def test_a_failing_model_is_the_programs_value_error_not_a_crash():

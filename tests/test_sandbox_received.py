@@ -259,3 +259,56 @@ def test_a_program_without_field_descriptions_passes_every_gate_with_a_warning()
     assert [w.split(" has ")[0] for w in notes] == [
         "contract: KnowledgeItem.content", "contract: KnowledgeItem.tags", "contract: Query.query_text"]
     assert json.dumps(info.knowledge_item_schema)  # plain JSON, ready for the task agent's prompt
+
+
+# ------------------------------------------------------------------------ depth (issue 30, finding 1)
+
+DEEP = HERE / "hostile" / "h172_default_nested_940_deep.py"
+
+
+def nested(depth: int):
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_a_default_nested_deeper_than_the_cap_is_refused_on_what_was_received():
+    from sandbox.contract import MAX_DEFAULT_DEPTH
+    assert check_load_reply(reply(item=[spec(type="Any", default=nested(MAX_DEFAULT_DEPTH))]))
+    rule, message = refusal(reply(item=[spec(type="Any", default=nested(MAX_DEFAULT_DEPTH + 1))]))
+    assert rule == "default_too_deep" and f"more than {MAX_DEFAULT_DEPTH} deep" in message
+
+
+def test_a_frame_nested_past_the_frame_cap_is_refused_as_it_is_decoded():
+    from sandbox.protocol import MAX_FRAME_DEPTH, FrameError, decode_body, json_depth
+    assert json_depth(nested(940)) == 940 and json_depth({"a": [1, {"b": []}]}) == 4 and json_depth("x") == 0
+    ok = json.dumps({"op": "result", "x": nested(MAX_FRAME_DEPTH - 1)}).encode()
+    assert decode_body(ok)["op"] == "result"
+    with pytest.raises(FrameError, match="more than"):
+        decode_body(json.dumps({"op": "result", "x": nested(MAX_FRAME_DEPTH)}).encode())
+
+
+def test_the_checker_gives_a_json_verdict_for_a_940_deep_default(tmp_path):
+    """Before: the worker and the engine passed the default, then `--json` died with a RecursionError
+    in GateReport.to_dict (exit 1, a traceback, no verdict) while text mode printed `ok: True`."""
+    root = HERE.parent
+    proc = subprocess.run([sys.executable, "-m", "sandbox", str(DEEP), "--json"], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    verdict = json.loads(proc.stdout)["verdict"]
+    assert (verdict["stage"], verdict["gate"], verdict["rule"]) == ("import", "interface", "default_too_deep")
+    text = subprocess.run([sys.executable, "-m", "sandbox", str(DEEP)], cwd=root, capture_output=True, text=True,
+                          timeout=120)
+    assert text.returncode == 1 and text.stdout.startswith("ok: False"), text.stdout[:300]
+
+
+def test_evolve_refuses_the_deep_default_seed_in_one_line(tmp_path):
+    """Before: the seed passed the gates and `mstar evolve` died in EvalResult.to_dict."""
+    proc = subprocess.run([sys.executable, "-m", "mstar.cli", "evolve", "--task", "sample", "--size", "0.3",
+                           "--static-size", "4", "--seeds", str(DEEP), "--iterations", "1", "--quiet",
+                           "--out", str(tmp_path / "run")], cwd=HERE.parent, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    [line] = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert "does not pass the sandbox's gates" in line and "default_too_deep" in line

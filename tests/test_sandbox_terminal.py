@@ -30,7 +30,7 @@ from sandbox.engine.terminal import terminal_safe
 ROOT = Path(__file__).resolve().parent.parent
 ESCAPES = Path(__file__).parent / "hostile" / "h171_terminal_escapes.py"
 # Characters a terminal acts on; none may reach stdout raw.
-RAW = ("\x1b", "\x07", "\x9b", "\r", "\u202e", "\x08", "\x00")
+RAW = ("\x1b", "\x07", "\x9b", "\r", "\u202e", "\x08", "\x00", "\u200b", "\ufeff", "\U000e006f")
 SPOOF = "\x1b[2J\x1b[Hok: True\r\nstage: ok\x1b]0;pwned\x07\x1b]52;c;cm0gLXJmIH4K\x07\x9b2J\u202eexe.txt\x08\x00"
 HOSTILE_TITLE = "<script>alert('x')</script> Keep it " + SPOOF
 
@@ -53,10 +53,23 @@ def assert_harmless(text: str) -> None:
     ("sep\u2028line", "sep\\u2028line"),
     ("lone\ud800", "lone\\ud800"),
     ("nul\x00", "nul\\x00"),
+    # issue 30: what prints as nothing, so a log reads the same to a person as to the reflector
+    ("zero\u200bwidth", "zero\\u200bwidth"),
+    ("word\u2060joiner", "word\\u2060joiner"),
+    ("\ufeffbom", "\\ufeffbom"),
+    ("soft\u00adhyphen", "soft\\xadhyphen"),
+    ("tags " + "".join(chr(0xE0000 + ord(c)) for c in "rm -rf"), "tags " + "".join(
+        f"\\U{0xE0000 + ord(c):08x}" for c in "rm -rf")),
+    ("smuggled\U000e0101", "smuggled\\U000e0101"),
 ])
 def test_terminal_safe_shows_what_a_terminal_would_run(raw, shown):
     assert terminal_safe(raw) == shown
     assert_harmless(terminal_safe(raw))
+
+
+def test_ordinary_text_in_any_script_passes_unchanged():
+    text = "caf\u00e9 \u00fcber \u4e2d\u6587 \u0639\u0631\u0628\u064a \U0001F600 -- ok"
+    assert terminal_safe(text) == text
 
 
 def test_terminal_safe_keeps_ordinary_text():
@@ -88,10 +101,11 @@ def test_checker_text_mode_shows_escapes_and_the_real_verdict(checked):
     assert_harmless(out)
     lines = out.splitlines()
     assert lines[:2] == ["ok: False", "stage: read"]
-    assert lines[2].startswith("error: [read/runtime/exception] line 47: ValueError: \\x1b[2J\\x1b[Hok: True\\r")
+    assert lines[2].startswith("error: [read/runtime/exception] line 48: ValueError: \\x1b[2J\\x1b[Hok: True\\r")
     # The only column-0 lines are the checker's own: the program's "stage: ok" is indented or escaped.
     assert [line for line in lines if line.startswith(("ok:", "stage:"))] == ["ok: False", "stage: read"]
-    assert "[write#0] \\x1b]52;c;cm0gLXJmIH4K\\x07\\x9b2J\\u202egnp.exe" in lines
+    assert ("[write#0] \\x1b]52;c;cm0gLXJmIH4K\\x07\\x9b2J\\u202egnp.exe\\u200b\\U000e006f\\U000e0062\\U000e0065"
+            "\\U000e0079\\ufeff") in lines
     assert "[load] \\x1b]0;all gates passed\\x07loaded" in lines
     assert "  \\x1b[2J\\x1b[Hok: True\\r" in lines  # the read output, indented
 

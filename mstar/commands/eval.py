@@ -1,5 +1,6 @@
 """`mstar eval PROGRAM --task T [--split test|validation|static]`: score any program file (a seed,
-a baseline, an exported winner) on a task, with per-category scores.
+a baseline, an exported winner) on a task, with per-category scores. PROGRAM may be a run folder:
+its champion (best_program.py) is scored.
 
 Splits, with the episodes each one ingests:
   test        the task's held-out queries; every episode (as a run's final test)
@@ -24,7 +25,8 @@ def register(sub) -> None:
     from mstar.config import EvolutionConfig
 
     p = sub.add_parser("eval", help="score a program file on a task (per-category scores)")
-    p.add_argument("program", help="a .py memory program (e.g. from `mstar export`) or a built-in seed name")
+    p.add_argument("program", help="a .py memory program (e.g. from `mstar export`), a built-in seed name, or a "
+                                    "run folder (its champion, best_program.py, is scored)")
     p.add_argument("--task", required=True, help="task name or task file (as for `mstar evolve`)")
     p.add_argument("--data", default=None, help="data file or folder for the task, when it needs one")
     add_task_options(p)
@@ -41,6 +43,28 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_llm_args(p)
     p.set_defaults(func=cmd_eval)
+
+
+def program_of(ref: str) -> tuple[str, str]:
+    """(name, source) of what to score: a .py file, a built-in program, or a run folder -- then the
+    run's champion, its best_program.py (before the run has written one: its best program so far)."""
+    from mstar.program.sources import load_program_source
+    from mstar.run.views import RunView
+
+    path = Path(ref)
+    if not path.is_dir():
+        return load_program_source(ref)
+    if not (path / "config.json").is_file():
+        raise ValueError(f"{ref} is a folder, not a program: give a .py file, a built-in program name, or a run "
+                         "folder (its champion, best_program.py, is scored)")
+    best = path / "best_program.py"
+    if best.is_file():
+        return f"{path.name}/best_program", best.read_text(encoding="utf-8")
+    view = RunView(path)
+    source = view.source(view.best_id) if view.best_id else None
+    if source is None:
+        raise ValueError(f"run {ref} has no evaluated program yet: nothing to score")
+    return f"{path.name}/{view.best_id}", source
 
 
 def _queries_and_episodes(task, args):
@@ -65,7 +89,6 @@ def cmd_eval(args) -> int:
     from mstar.evaluation import evaluate
     from mstar.llm.router import LLMRouter
     from mstar.llm.types import LLMError
-    from mstar.program.sources import load_program_source
     from mstar.run.store import atomic_write_text
     from mstar.commands import load_task_or_report, task_options
     from sandbox.engine.terminal import terminal_safe
@@ -75,8 +98,8 @@ def cmd_eval(args) -> int:
         print(f"mstar: {problem}", file=sys.stderr)
         return 2
     try:
-        label, source = load_program_source(args.program)
-    except (ValueError, FileNotFoundError) as exc:
+        label, source = program_of(args.program)
+    except (ValueError, OSError) as exc:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
     task = load_task_or_report(args.task, args.data, theme=args.theme, metric=args.metric, **task_options(args))

@@ -32,7 +32,25 @@ def check_seeds(refs, sandbox) -> str | None:
             error = terminal_safe(" ".join(str(report.error or report.stage).split()), newlines=False)
             return (f"--seeds: {ref} does not pass the sandbox's gates (stage {report.stage}): {error[:300]} "
                     f"-- see `mstar check {ref}`")
+        difference = _second_load_differs(source, sandbox, report.load_info)
+        if difference:
+            return f"--seeds: {ref}: {terminal_safe(difference, newlines=False)[:600]}"
     return None
+
+
+def _second_load_differs(source: str, sandbox, gated) -> str:
+    """Load the program once more: a program whose schema or constants change from load to load
+    (a default of datetime.now()) fails every evaluation (mstar.evaluation.run.load_difference),
+    so a seed file that does is refused here, before anything is spent."""
+    from mstar.evaluation import sandbox_limits
+    from mstar.evaluation.sessions import load_difference
+    from sandbox.engine.session import ProgramSession, SandboxError
+
+    try:
+        with ProgramSession(source, allowed_imports=sandbox.allowed_imports, limits=sandbox_limits(sandbox)) as session:
+            return load_difference(gated, session.start())
+    except SandboxError as exc:
+        return f"a second load failed: {exc}"
 
 
 def preflight(router, *, quiet: bool = False, out=None) -> int | None:

@@ -60,6 +60,7 @@ def _resume(store, args) -> int:
     from mstar.commands.prechecks import preflight
     from mstar.commands.wiring import attach_store, live_display, make_router, seed_ids
     from mstar.run import events as ev_types
+    from mstar.llm.live import cache_line
     from mstar.run.progress import ProgressPrinter
     from mstar.run.resume import load_state, prior_spend, repair_tails, resume_run
 
@@ -122,6 +123,10 @@ def _resume(store, args) -> int:
             live.stop()
         router.close()
     print_done(summary, store.root)
+    print(f"llm     {router.ledger.spend_line()}")   # the whole run's, as `mstar evolve` ends: the ledger holds it all
+    saved = cache_line(router)
+    if saved:
+        print(saved)
     return exit_code(summary)
 
 

@@ -2,11 +2,14 @@
 
     run.py        evaluate(): ingest the episodes, read and answer each query, score -- waiting
                   on as many LLM calls at once as the roles allow
-    ingest.py     the writes, in episode order -- without waiting for extractions a write ignores
+    ingest.py     the writes, in episode order -- without waiting for extractions a write ignores;
+                  an episode whose LLM call failed is an error of that episode (check_ingestion)
     item_use.py   whether a program's write() can read its item (from its source)
+    read_state.py whether a program's read() can change its state: then its reads run one at a time
     playing.py    an interactive query (meta["interactive"]): the game played after the read
     records.py    CaseResult, WriteRecord, EvalResult (JSON in the run folder), EndpointOutage
-    sessions.py   SessionCache: ingested knowledge bases kept alive for the next evaluation
+    sessions.py   SessionCache: ingested knowledge bases kept alive for the next evaluation; LOAD_INFO,
+                  what loading a program told the engine, and load_difference between two loads
     pools.py      the threads every evaluation shares; finished workers closed in the background
     prestart.py   a child's evaluation worker started while its gates run
 """

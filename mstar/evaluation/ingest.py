@@ -5,6 +5,14 @@ back. When the program's write() provably never reads its item (mstar.evaluation
 writes go at once, each with a placeholder item (every field at its default), and the extracted
 items are filled into the write records when they arrive (`settle`): the knowledge base is the
 same, built while the extractions are still in flight instead of after them.
+
+An LLM call that fails after its retries is an error of its episode, never a guess written in
+its place: an episode whose extraction failed is not written (writing the schema's defaults and
+scoring what the program made of them would score the endpoint, not the program), and one whose
+write() met a failed toolkit call is marked too. Both set the record's `ingest_error`; they are
+counted beside the score (EvalResult.ingest_errors) and, past the outage threshold, stop the run
+as an outage does (mstar.evaluation.run). An early write's extraction is only its record's: it
+failing leaves the knowledge base as it is, so it is the record's `llm_error` alone.
 """
 from __future__ import annotations
 
@@ -12,7 +20,7 @@ import time
 from typing import Callable
 
 from mstar import agent
-from mstar.evaluation.records import WriteRecord
+from mstar.evaluation.records import EndpointOutage, WriteRecord
 from sandbox.engine.session import SandboxError
 
 MAX_RAW_IN_RECORD = 1500  # write examples keep a prefix of the raw text, not all of it
@@ -31,8 +39,10 @@ def ingest(program, episodes, extract, info, progress, *, early: bool = False
             rec = WriteRecord(ep.id, ep.text[:MAX_RAW_IN_RECORD], dict(placeholder), [], early=True)
         else:
             rec = WriteRecord(ep.id, ep.text[:MAX_RAW_IN_RECORD], {}, [])
-            _extracted(rec, fut.result(), info)
-        _write(program, rec, ep.text)
+            if not _extracted(rec, fut.result(), info):
+                rec.ingest_error = rec.llm_error + " (the episode was not written)"
+        if rec.ingest_error is None:
+            _write(program, rec, ep.text)
         records.append(rec)
         progress("writes", len(records), len(episodes))
 
@@ -43,15 +53,18 @@ def ingest(program, episodes, extract, info, progress, *, early: bool = False
     return records, settle
 
 
-def _extracted(rec: WriteRecord, result: tuple[str, str | None, int], info) -> None:
-    """Put one extraction's outcome into its record."""
+def _extracted(rec: WriteRecord, result: tuple[str, str | None, int], info) -> bool:
+    """Put one extraction's outcome into its record; False when the call failed after its retries
+    (then no item is made up: the record says the call failed, not that the reply was odd)."""
     reply, err, waited = result
-    obj, warn = agent.parse_json_object(reply) if err is None else (None, None)
+    rec.waits["extract"] = waited
+    if err:
+        rec.llm_error = f"extraction failed after its retries: {err}"
+        return False
+    obj, warn = agent.parse_json_object(reply)
     rec.item, warns = agent.fill_fields(obj, info.knowledge_item_schema)
     rec.warnings = ([warn] if warn else []) + warns + rec.warnings
-    if err:
-        rec.llm_error = f"task agent failed: {err}"
-    rec.waits["extract"] = waited
+    return True
 
 
 def _write(program, rec: WriteRecord, text: str) -> None:
@@ -69,3 +82,14 @@ def _write(program, rec: WriteRecord, text: str) -> None:
     program.toolkit.check()
     if failures:
         rec.llm_error = rec.llm_error or f"toolkit call failed: {failures[-1]}"
+        rec.ingest_error = f"a toolkit call in write() failed after its retries: {failures[-1]}"
+
+
+def check_ingestion(writes, threshold: float) -> None:
+    """Episodes whose ingestion an LLM call failed: past `threshold` of them the endpoint is down
+    and the evaluation says nothing about the program (EndpointOutage); below it they are counted
+    beside the score (EvalResult.ingest_errors)."""
+    failed = [w for w in writes if w.ingest_error]
+    if writes and len(failed) / len(writes) > threshold:
+        raise EndpointOutage(f"{len(failed)} of {len(writes)} episodes could not be ingested because an LLM call "
+                             f"failed after its retries; last error: {failed[-1].ingest_error}")

@@ -53,7 +53,9 @@ class WriteRecord:
     warnings: list[str] = field(default_factory=list)
     debug_logs: list[str] = field(default_factory=list)
     error: str | None = None
-    llm_error: str | None = None       # the extraction failed after retries (defaults were written)
+    llm_error: str | None = None       # an LLM call of this episode failed after its retries
+    ingest_error: str | None = None    # why the knowledge base lacks what this episode would have put in:
+                                       # its extraction failed (not written) or a toolkit call in write() did
     toolkit_calls: int = 0
     waits: dict = field(default_factory=dict)   # requests made per step: extract, toolkit
     seconds: float = 0.0               # the worker's write() (toolkit calls included)
@@ -71,6 +73,7 @@ class EvalResult:
     seconds: float = 0.0
     sandbox_seconds: float = 0.0        # time spent waiting on the worker (writes, reads, start)
     case_errors: int = 0                # cases left unscored because an LLM call failed
+    ingest_errors: int = 0              # episodes whose ingestion an LLM call failed (WriteRecord.ingest_error)
     corrupt_cases: int = 0              # interactive games left unscored because they are corrupt
     failed_calls: int = 0               # LLM calls that failed after their retries
     calls: int = 0                      # LLM calls this evaluation made (agent and judge)
@@ -113,6 +116,13 @@ class EvalResult:
         return out
 
 
+def failed_result(queries, verdict: dict, seconds: float, why: str = "program failed to load") -> EvalResult:
+    """The result of an evaluation that failed as a whole (`verdict` says how): every query an
+    error with `why`, the mean 0."""
+    cases = [CaseResult(q.id, q.question, q.answer, "", 0.0, q.category, {}, "", [], error=why) for q in queries]
+    return EvalResult(0.0, cases, [], {}, verdict, seconds, seconds)
+
+
 def summarise(cases: list[CaseResult], writes: list[WriteRecord], fatal: dict | None, seconds: float,
               sandbox_seconds: float, calls: int, failed_calls: int, reused: bool) -> EvalResult:
     scored = [c for c in cases if c.scored]
@@ -122,6 +132,7 @@ def summarise(cases: list[CaseResult], writes: list[WriteRecord], fatal: dict | 
     per_cat = per_category_means([c.score for c in scored], [c.category for c in scored])
     return EvalResult(mean, cases, writes, per_cat, fatal, seconds, sandbox_seconds,
                       case_errors=sum(1 for c in cases if c.llm_error is not None),
+                      ingest_errors=0 if reused else sum(1 for w in writes if w.ingest_error is not None),
                       corrupt_cases=sum(1 for c in cases if c.corrupt and c.llm_error is None),
                       failed_calls=failed_calls, calls=calls, reused_kb=reused,
                       write_seconds=0.0 if reused else round(sum(w.seconds for w in writes), 3),

@@ -13,17 +13,21 @@ With a real model the time goes to waiting, so as much as possible waits at once
     built the same way whatever the concurrency;
   - after the last write, the reads overlap (each on a worker thread of the sandbox, at most
     `SandboxLimits.parallel_reads`), and each answer is asked as soon as its read returns.
-Results come back in query order. A program whose read() changes its knowledge base may see
-its reads interleave differently from run to run; one whose reads only read gets the same
+Results come back in query order. A program whose read() changes its state (an attribute, a
+table, its database: mstar.evaluation.read_state) has its reads run one at a time, in the
+order they come, so none sees another half-way; one whose reads only read gets the same
 answers at any concurrency.
 
 LLM failures are not scores: a case whose agent or judge call failed after its retries is an
-error, left out of the mean and counted; when the failed share passes `outage_threshold`
-the evaluation raises EndpointOutage (the loop stops the run, resumably), and an error no retry
-can fix (FatalLLMError: bad key, unknown model) propagates at once.
+error, left out of the mean and counted; an episode whose extraction (or a toolkit call in its
+write) failed is an error of that episode, not written with made-up defaults, and counted
+(mstar.evaluation.ingest); when the failed share of the calls or of the episodes passes
+`outage_threshold` the evaluation raises EndpointOutage (the loop stops the run, resumably),
+and an error no retry can fix (FatalLLMError: bad key, unknown model) propagates at once.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import asdict
@@ -31,13 +35,14 @@ from typing import Callable, Sequence
 
 from mstar import agent
 from mstar.config import SandboxConfig
-from mstar.evaluation.ingest import ingest
+from mstar.evaluation.ingest import check_ingestion, ingest
 from mstar.evaluation.item_use import write_ignores_item
-from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, summarise
+from mstar.evaluation.read_state import read_changes_state
+from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, failed_result, summarise
 from mstar.evaluation.playing import play_query
 from mstar.evaluation.pools import Bounded, close_later, shared_pool
 from mstar.evaluation.prestart import PRESTARTS
-from mstar.evaluation.sessions import LOAD_INFO, SessionCache, session_key
+from mstar.evaluation.sessions import LOAD_INFO, SessionCache, load_difference, session_key
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
 from mstar.llm.slots import FIRST, LAST, NORMAL
@@ -129,12 +134,14 @@ class _Toolkit:
 class _Program:
     """The worker and what went wrong with it as a whole, shared by the concurrent cases."""
 
-    def __init__(self, session: ProgramSession, toolkit: _Toolkit, calls: _Calls) -> None:
+    def __init__(self, session: ProgramSession, toolkit: _Toolkit, calls: _Calls, serial_reads: bool = False) -> None:
         self.session = session
         self.toolkit, self.calls = toolkit, calls
         self.fatal: dict | None = None
         self.sandbox_s = 0.0
         self._lock = threading.Lock()
+        # A read() that changes the program's state runs alone (mstar.evaluation.read_state).
+        self.read_turn = threading.Lock() if serial_reads else contextlib.nullcontext()
 
     def op(self, fn, *args):
         t0 = time.perf_counter()
@@ -184,14 +191,15 @@ def evaluate(
     start_pool = Bounded("start", 1)
     try:
         if kept is not None:
-            program, info, writes = _Program(kept.session, kept.toolkit, calls), kept.info, kept.writes
+            program, info, writes = (_Program(kept.session, kept.toolkit, calls, read_changes_state(source)),
+                                     kept.info, kept.writes)
         else:
             toolkit = _Toolkit(calls)
             llm = llm_scope.bind_fallback(toolkit)
             # A worker started while the child's gates ran (mstar.evaluation.prestart), else a new one.
             taken = PRESTARTS.take(source, session_options(sandbox, embed), llm)
             session, starting = taken if taken is not None else (new_session(source, sandbox, embed, llm), None)
-            program = _Program(session, toolkit, calls)
+            program = _Program(session, toolkit, calls, read_changes_state(source))
             # Known from an earlier load (the gates, or an evaluation): the prompts are asked now
             # and the worker starts meanwhile; else the worker's load comes first.
             hint = LOAD_INFO.get(source)
@@ -232,13 +240,20 @@ def evaluate(
                         f.cancel()
                     program.session.close()
                     return _failed(queries, _verdict_dict(exc), time.perf_counter() - t0)
-                if not _same_prompts(loaded, info):   # cannot happen for the same text; checked anyway
-                    raise RuntimeError("the program's load differs from the one it was gated with")
+                difference = load_difference(info, loaded)
+                if difference:   # e.g. a default of datetime.now(): this program's failure, not the run's
+                    for f in pending:
+                        f.cancel()
+                    program.session.close()
+                    return _failed(queries, {"ok": False, "stage": "import", "gate": "determinism",
+                                             "rule": "load differs", "message": difference, "line": None},
+                                   time.perf_counter() - t0)
             progress("cases", 0, len(queries))
             settle = None
             if kept is None:
                 LOAD_INFO.put(source, info)
                 writes, settle = ingest(program, episodes, extract, info, progress, early=early)
+                check_ingestion(writes, outage_threshold)   # an outage costs no reads
             case_futs = [case_pool.submit(_case, program, calls, q, m, f, info, metric)
                          for q, m, f in zip(queries, q_msgs, q_futs)]
             finished = iter(range(1, len(case_futs) + 1))   # next() is atomic under the GIL
@@ -256,7 +271,8 @@ def evaluate(
     finally:
         for pool in (start_pool, llm_pool, case_pool):
             pool.join()
-    keep = program.fatal is None and kept is None
+    # A knowledge base that misses an episode (its ingestion failed) is not kept for reuse.
+    keep = program.fatal is None and kept is None and not any(w.ingest_error for w in writes)
     _done_with(program.session, kept, sessions, key, info, writes, keep=keep, toolkit=program.toolkit)
     if calls.total and calls.failed / calls.total > outage_threshold:
         raise EndpointOutage(f"{calls.failed} of {calls.total} LLM calls of this evaluation failed after "
@@ -275,8 +291,10 @@ def session_options(sandbox: SandboxConfig, embed) -> tuple:
 
 
 def new_session(source: str, sandbox: SandboxConfig, embed, llm) -> ProgramSession:
+    # Each session its own view of the served embeddings: its memo entries go when it closes.
+    served = embed.session() if hasattr(embed, "session") else embed
     return ProgramSession(source, allowed_imports=sandbox.allowed_imports, limits=sandbox_limits(sandbox), llm=llm,
-                          embed=embed, embed_label=getattr(embed, "label", "engine"))
+                          embed=served, embed_label=getattr(embed, "label", "engine"))
 
 
 def prestart(source: str, sandbox: SandboxConfig, embed="current") -> object | None:
@@ -288,11 +306,6 @@ def prestart(source: str, sandbox: SandboxConfig, embed="current") -> object | N
     # parsing for an evolved program): answered now, while the gates run, and kept (lru_cache).
     shared_pool("llm").submit(write_ignores_item, source)
     return token
-
-
-def _same_prompts(a, b) -> bool:
-    return (a.constants == b.constants and a.knowledge_item_schema == b.knowledge_item_schema
-            and a.query_schema == b.query_schema)
 
 
 def _done_with(session, kept, sessions, key, info, writes, *, keep: bool, toolkit=None) -> None:
@@ -322,7 +335,8 @@ def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_
         return case
     failures = program.toolkit.watch(calls)
     try:
-        res = program.op(program.session.read, qd)
+        with program.read_turn:
+            res = program.op(program.session.read, qd)
         case.retrieved, case.debug_logs, case.toolkit_calls = res.output or "", res.logs, res.llm_calls
         case.read_cpu_s = round(res.cpu_s, 6)
     except SandboxError as exc:
@@ -377,6 +391,4 @@ def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_
 
 
 def _failed(queries: Sequence[QueryItem], verdict: dict, seconds: float) -> EvalResult:
-    cases = [CaseResult(q.id, q.question, q.answer, "", 0.0, q.category, {}, "", [],
-                        error="program failed to load") for q in queries]
-    return EvalResult(0.0, cases, [], {}, verdict, seconds, seconds)
+    return failed_result(queries, verdict, seconds)

@@ -18,6 +18,7 @@ reused session, the changes the earlier evaluation's reads made. Programs whose 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -139,3 +140,38 @@ def _digest(source: str) -> str:
 
 
 LOAD_INFO = LoadInfoMemo()   # process-wide: the gates and the evaluations of one engine process
+
+
+def load_difference(gated, loaded) -> str:
+    """Why two loads of one program text disagree on what the prompts are built from (its
+    constants and schemas), or "" when they agree. The prompts of an evaluation were asked with
+    the first load's; the second is the knowledge base that answers. A program whose module-level
+    values change from load to load (a default of `datetime.now()`, a random constant) cannot be
+    scored consistently, so it fails -- and the reflector reads this."""
+    def show(value) -> str:
+        return _short(json.dumps(value, ensure_ascii=False, default=str), 120)
+
+    found = []
+    for name in sorted(set(gated.constants) | set(loaded.constants)):
+        if gated.constants.get(name) != loaded.constants.get(name):
+            found.append(f"the constant {name}")
+    for cls, a, b in (("KnowledgeItem", gated.knowledge_item_schema, loaded.knowledge_item_schema),
+                      ("Query", gated.query_schema, loaded.query_schema)):
+        by_name = {s.get("name"): s for s in b}
+        if [s.get("name") for s in a] != [s.get("name") for s in b]:
+            found.append(f"the fields of {cls}")
+            continue
+        for spec in a:
+            other = by_name[spec.get("name")]
+            for key in ("type", "description", "required", "default"):
+                if spec.get(key) != other.get(key):
+                    found.append(f"{cls}.{spec.get('name')} {key} ({show(spec.get(key))}, then {show(other.get(key))})")
+    if not found:
+        return ""
+    return ("the program's schema or constants differ between two loads of the same text: " + "; ".join(found[:5])
+            + ". Values computed when the module loads (datetime.now(), random numbers) change every time; compute "
+            "them in write() or read(), or use field(default_factory=...) for a default that varies")
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -3,12 +3,16 @@
 A budget counts dollars (from the price table) and billed tokens (prompt +
 completion of calls that reached a server; cache hits are free). The loop asks
 `stop_reason()` at every iteration boundary -- calls in flight are never cut --
-and stops when a limit is reached, or when the next iteration, at the average
-cost of the iterations so far, would cross it. So a run overshoots by at most
-one iteration, and usually not at all. Warnings fire once each at 50% and 80%.
+and stops when a limit is reached, or when the next iteration could cross it: each
+iteration about to start, and each still in flight, is reserved the largest cost an
+iteration has had so far. Not the average: iterations differ several-fold (one whose
+parent is the LLM summariser costs ~3x one whose parent is vector search), and at
+the average a resumed run with --max-tokens 500000 stopped at 529,666 (issue 30).
+Only an iteration costlier than every one before it can still overshoot, and none
+can before the first iteration has been seen. Warnings fire once each at 50% and 80%.
 
-A resumed run restores the spend so far (the ledger) and primes the per-iteration average with
-the iterations done before (`prime`), so it stops where the first process would have stopped:
+A resumed run restores the spend so far (the ledger) and primes the iteration costs with the
+iterations done before (`prime`), so it stops where the first process would have stopped:
 a resume never spends past the budget that stopped the run unless a larger one is given.
 """
 from __future__ import annotations
@@ -82,28 +86,30 @@ class Budget:
         with self._lock:
             self._prior_steps = [(float(u), int(t)) for u, t in steps]
 
-    def stop_reason(self) -> str | None:
-        """Called at each iteration boundary: why the run should stop now, or None."""
+    def stop_reason(self, in_flight: int = 0) -> str | None:
+        """Called before an iteration starts, while `in_flight` others still run: why the run
+        should stop now, or None."""
         with self._lock:
             self._boundaries.append((self.spent_usd, self.spent_tokens))
-            return self._reason()
+            return self._reason(in_flight)
 
     def check(self) -> str | None:
         """What `stop_reason` would say now, without counting a boundary."""
         with self._lock:
             return self._reason()
 
-    def _reason(self) -> str | None:
+    def _reason(self, in_flight: int = 0) -> str | None:
         steps = self._prior_steps + [(b[0] - a[0], b[1] - a[1])
                                      for a, b in zip(self._boundaries, self._boundaries[1:])]
         for what, spent, limit, fmt in self._limits():
             if spent >= limit:
                 return f"budget reached: {fmt(spent)} spent, {what} is {fmt(limit)}"
             if steps:
-                per_iter = sum(s[0 if what == "--max-usd" else 1] for s in steps) / len(steps)
-                if spent + per_iter > limit:
+                largest = max(s[0 if what == "--max-usd" else 1] for s in steps)
+                if spent + largest * (1 + max(0, in_flight)) > limit:
+                    running = f", and {in_flight} more in flight" if in_flight > 0 else ""
                     return (f"budget nearly reached: {fmt(spent)} spent, {what} is {fmt(limit)}, "
-                            f"and an iteration costs about {fmt(per_iter)}")
+                            f"and an iteration may cost {fmt(largest)} (the largest so far){running}")
         return None
 
     def to_dict(self) -> dict:

@@ -72,6 +72,7 @@ class Ledger:
         self.records: list[UsageRecord] = []
         self.unpriced: set[str] = set()
         self._counted = 0   # records the budget has seen
+        self._restored: set[int] = set()   # ids of the records `restore` loaded (kept alive by `records`)
         self._lock = threading.Lock()
 
     def cost_of(self, rec: UsageRecord) -> float:
@@ -114,13 +115,14 @@ class Ledger:
         recs = [UsageRecord.from_dict(d) for d in records]
         with self._lock:
             self.records.extend(recs)
+            self._restored.update(map(id, recs))
             self._catch_up()
         return len(recs)
 
-    def stop_reason(self) -> str | None:
+    def stop_reason(self, in_flight: int = 0) -> str | None:
         with self._lock:
             self._catch_up()
-        return self.budget.stop_reason()
+        return self.budget.stop_reason(in_flight)
 
     # ------------------------------------------------------------ views
     def snapshot(self, start: int = 0) -> list[UsageRecord]:
@@ -135,7 +137,12 @@ class Ledger:
         return summarize(self.snapshot(mark), self.cost_of)
 
     def in_scope(self, scope: str) -> dict:
-        return summarize((r for r in self.snapshot() if r.scope == scope), self.cost_of)
+        """This process's calls stamped with `scope`. Restored records are left out: an iteration
+        a resumed run redoes has the calls of its interrupted first attempt among them, which the
+        resume's progress line counted already (its spend so far), and counting them again made
+        the console say 852 calls where the run had recorded 847 (issue 30)."""
+        return summarize((r for r in self.snapshot() if r.scope == scope and id(r) not in self._restored),
+                         self.cost_of)
 
     def totals(self) -> dict[str, dict]:
         by_role: dict[str, list[UsageRecord]] = {}

@@ -359,9 +359,10 @@ class LLMRouter:
                             "stored": self.cache.stores, "errors": list(self.cache.errors)}
         return out
 
-    def stop_reason(self) -> str | None:
-        """At an iteration boundary: why the run must stop (a budget), or None."""
-        return self.ledger.stop_reason()
+    def stop_reason(self, in_flight: int = 0) -> str | None:
+        """Before an iteration starts, `in_flight` others running: why the run must stop (a
+        budget, which reserves each of them the largest iteration cost so far), or None."""
+        return self.ledger.stop_reason(in_flight)
 
     def close(self) -> None:
         if self.cache is not None:

@@ -11,8 +11,8 @@ The offline reflector reads these prompts through mstar/offline/paper_forms.py.
 """
 from __future__ import annotations
 
-from mstar.prompts.sections import (MAX_DEBUG_LINES, Section, chroma_embeddings_note, conversation_lines, cut,
-                                    rubric_verdicts, split_cases)
+from mstar.prompts.sections import (MAX_DEBUG_LINES, Section, chroma_embeddings_note, concurrent_reads_note,
+                                    conversation_lines, cut, rubric_verdicts, split_cases)
 
 INTRO = (
     "You are a skilled Python programmer whose specialty is the design of knowledge base systems.\n"
@@ -100,6 +100,7 @@ def paper_interface_spec(sandbox, embeddings: str | None = None) -> str:
      - `toolkit.logger.debug(message)`: debug logging
    - `write(self, item: KnowledgeItem, raw_text: str) -> None`
    - `read(self, query: Query) -> str`
+   - {concurrent_reads_note(sandbox)}
 
 Allowed imports: {", ".join(sandbox.allowed_imports)}
 

@@ -74,3 +74,13 @@ def chroma_embeddings_note(embeddings: str | None = None) -> str:
                 "paraphrases included")
     return (f"collections embed their texts with {label}: texts that share words are near, "
             "paraphrases that share none are not")
+
+
+def concurrent_reads_note(sandbox) -> str:
+    """What the interface spec says about reads that overlap (mstar.evaluation.read_state decides
+    which programs' reads run alone), in both wordings."""
+    return (f"Reads run concurrently, up to {getattr(sandbox, 'parallel_reads', 32)} at once on threads, so their "
+            "LLM calls wait together: keep what one read() works with in local variables. A read() that changes "
+            "the knowledge base -- assigns to self.<name> or an item of it, appends to or updates a list or dict "
+            "it keeps, writes the database (INSERT, UPDATE, DELETE, commit) or adds to a collection -- makes the "
+            "engine run the reads one at a time instead: correct, but each waits for the one before.")

@@ -31,9 +31,11 @@ def format_duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-def _errors(n: int) -> str:
-    """Cases left unscored because an LLM call failed: shown beside the score, never in it."""
-    return f" [{n} case error{'s' if n != 1 else ''}]" if n else ""
+def _errors(n: int, episodes: int = 0) -> str:
+    """Cases left unscored, and episodes not ingested, because an LLM call failed: shown beside
+    the score, never in it."""
+    out = f" [{n} case error{'s' if n != 1 else ''}]" if n else ""
+    return out + (f" [{episodes} episode{'s' if episodes != 1 else ''} not ingested]" if episodes else "")
 
 
 class ProgressPrinter:
@@ -84,14 +86,15 @@ class ProgressPrinter:
             return
         if isinstance(ev, ev_types.SeedEvent):
             err = f"  [failed: {ev.error.get('message', '')}]" if ev.error else ""
-            self._say(f"seed  {ev.program_id:<{self.id_w}} static {ev.static_score:.3f}{_errors(ev.case_errors)}  "
+            errors = _errors(ev.case_errors, ev.ingest_errors)
+            self._say(f"seed  {ev.program_id:<{self.id_w}} static {ev.static_score:.3f}{errors}  "
                       f"spend {self.spend_text()}{err}")
         elif isinstance(ev, ev_types.IterationEvent):
             it = ev.iteration
             if ev.added_child:
                 mark = _evidence_mark(ev)
                 outcome = (f"child {ev.program_id} static {ev.static_score:.3f} ({ev.delta:+.3f})"
-                           f"{mark}{_errors(ev.case_errors)}")
+                           f"{mark}{_errors(ev.case_errors, ev.ingest_errors)}")
             else:
                 last = ev.attempts[-1] if ev.attempts else {}
                 outcome = f"{ev.status}: {' '.join(str(last.get('error', '')).split())}"[:58]

@@ -1,6 +1,9 @@
 """Which items a run uses: the static set, the rotating pool and the training episodes.
 
-    embed.py      sentence embeddings for choosing subsets (MiniLM when installed, else hashing)
+    embed.py      sentence embeddings for choosing subsets (MiniLM when installed, else hashing);
+                  which model programs' chroma collections get (program_embeddings)
+    served.py     those embeddings served to programs by the engine, and their memo (bounded in
+                  bytes, released with each session)
     kmeans.py     static set: k-means over question embeddings, one item per cluster
     facility.py   training episodes: greedy facility location over episode/question similarity
     make.py       `make_split(task, ...)` -> `Split`; the per-iteration rotating minibatch

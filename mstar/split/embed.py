@@ -32,6 +32,8 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from mstar.split.served import ProgramEmbeddings, SessionEmbeddings  # noqa: F401 (SessionEmbeddings: was here)
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODEL}".lower()}
 
@@ -268,66 +270,6 @@ def default_embedder() -> Embedder:
 
 
 # ---------------------------------------------------------------------------- inside programs
-
-class ProgramEmbeddings:
-    """The vectors of the programs' chroma collections, served by the engine (ProgramSession's
-    `embed=`): one model per engine process for every worker, texts seen before answered from
-    memory (and from the disk cache under `cache_dir`), and the texts of requests that arrive
-    together -- concurrent reads -- encoded as one batch.
-
-    Called with a list of texts, returns a list of float lists (what the frame pipe carries)."""
-
-    MEMORY_ITEMS = 50_000   # vectors kept in memory (384 floats each: about 80 MB at most)
-
-    def __init__(self, embedder: Embedder, label: str) -> None:
-        self.embedder, self.label = embedder, label
-        self.name = describe(embedder)
-        self._memory: dict[str, np.ndarray] = {}
-        self._cond = threading.Condition()
-        self._queue: list[list] = []        # [texts, vectors or None] requests not yet encoded
-        self._busy = False
-        self.batches = self.texts_encoded = 0
-
-    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
-        texts = _check_texts(texts)
-        with self._cond:
-            have = {t: self._memory[t] for t in texts if t in self._memory}
-        missing = list(dict.fromkeys(t for t in texts if t not in have))
-        if missing:
-            have.update(self._encode(missing))
-        return [have[t].tolist() for t in texts]
-
-    def _encode(self, texts: list[str]) -> dict[str, np.ndarray]:
-        request: list = [texts, None]
-        with self._cond:
-            self._queue.append(request)
-            while request[1] is None and self._busy:
-                self._cond.wait()
-            if request[1] is not None:              # another thread encoded it with its own
-                return request[1]
-            self._busy = True                       # this thread encodes every request waiting
-            batch, self._queue = self._queue, []
-        try:
-            unique = list(dict.fromkeys(t for req in batch for t in req[0]))
-            found = dict(zip(unique, np.asarray(self.embedder.embed(unique), dtype=np.float32)))
-        except BaseException:
-            with self._cond:
-                self._busy = False
-                self._queue = [r for r in batch if r is not request] + self._queue
-                self._cond.notify_all()
-            raise
-        with self._cond:
-            if len(self._memory) + len(found) > self.MEMORY_ITEMS:
-                self._memory.clear()
-            self._memory.update(found)
-            for req in batch:
-                req[1] = {t: found[t] for t in req[0]}
-            self.batches += 1
-            self.texts_encoded += len(unique)
-            self._busy = False
-            self._cond.notify_all()
-        return request[1]
-
 
 _PROGRAM_EMBEDDINGS: dict[tuple, ProgramEmbeddings] = {}
 _PROGRAM_LOCK = threading.Lock()

@@ -10,14 +10,16 @@ definitions through `mstar.program`.
 """
 from sandbox.contract import field_types
 from sandbox.contract.interface import (CLASS_NAMES, CONSTANT_NAMES, DATACLASS_NAMES, DEFAULT_ALLOWED_IMPORTS,
-                                        KNOWLEDGE_BASE, KNOWLEDGE_ITEM, MAX_CONSTANT_CHARS, MAX_DEFAULT_JSON_CHARS,
-                                        MAX_DESCRIPTION_CHARS, MAX_FIELDS, METHOD_PARAMS, QUERY, ContractError,
+                                        KNOWLEDGE_BASE, KNOWLEDGE_ITEM, MAX_CONSTANT_CHARS, MAX_DEFAULT_DEPTH,
+                                        MAX_DEFAULT_JSON_CHARS, MAX_DESCRIPTION_CHARS, MAX_FIELDS, METHOD_PARAMS,
+                                        QUERY, ContractError,
                                         FieldSpec, Violation, annotation_type_name, check_interface,
                                         describe_dataclass, inspect_dataclass, render_schema_for_prompt,
                                         runtime_type_name)
 
 __all__ = ["CLASS_NAMES", "CONSTANT_NAMES", "DATACLASS_NAMES", "DEFAULT_ALLOWED_IMPORTS", "KNOWLEDGE_BASE",
-           "KNOWLEDGE_ITEM", "MAX_CONSTANT_CHARS", "MAX_DEFAULT_JSON_CHARS", "MAX_DESCRIPTION_CHARS", "MAX_FIELDS",
+           "KNOWLEDGE_ITEM", "MAX_CONSTANT_CHARS", "MAX_DEFAULT_DEPTH", "MAX_DEFAULT_JSON_CHARS",
+           "MAX_DESCRIPTION_CHARS", "MAX_FIELDS",
            "METHOD_PARAMS", "QUERY", "ContractError", "FieldSpec", "Violation", "annotation_type_name",
            "check_interface", "describe_dataclass", "field_types", "inspect_dataclass", "render_schema_for_prompt",
            "runtime_type_name"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.contract import field_types
+from sandbox.protocol import json_depth
 
 KNOWLEDGE_ITEM = "KnowledgeItem"
 QUERY = "Query"
@@ -50,6 +51,11 @@ METHOD_PARAMS: dict[str, tuple[str, ...]] = {
 MAX_CONSTANT_CHARS = 10_000
 MAX_DESCRIPTION_CHARS = 2_000
 MAX_DEFAULT_JSON_CHARS = 2_000
+# Lists and dicts nested in a default. The engine copies every default into each item it builds,
+# its records and its reports, recursively; 2,000 characters of `[[[...]]]` nest 940 deep and
+# overflowed those copies (issue 30). The field-type grammar nests containers at most twice, so
+# a real default never comes near this.
+MAX_DEFAULT_DEPTH = 8
 MAX_FIELDS = 40
 _TYPES_HINT = field_types.HINT
 
@@ -361,6 +367,10 @@ def inspect_dataclass(cls: type) -> tuple[list[FieldSpec], list[Violation]]:
         if size > MAX_DEFAULT_JSON_CHARS:
             violations.append(Violation("default_too_large", f"{where}: the default is {size} "
                                         f"characters as JSON; the limit is {MAX_DEFAULT_JSON_CHARS}"))
+            default = None
+        elif json_depth(default, MAX_DEFAULT_DEPTH) > MAX_DEFAULT_DEPTH:
+            violations.append(Violation("default_too_deep", f"{where}: the default nests lists or dicts more "
+                                        f"than {MAX_DEFAULT_DEPTH} deep"))
             default = None
         specs.append(FieldSpec(name=f.name, type=type_name or "str", description=description,
                                default=default, required=required))

@@ -5,7 +5,8 @@ the engine for their vectors instead of hashing words themselves (sandbox.worker
 engine checks the request (a list of strings, capped in number and length), calls the function
 and checks what it returned (one finite vector per text, one dimension for the whole session)
 before it goes back over the pipe. Every refusal and failure is an error reply, which the program
-receives as a ValueError from its chroma call -- never a crash of the engine.
+receives as a ValueError from its chroma call -- never a crash of the engine. An embedding
+function with a `close()` is told when its session's worker has ended (`end_session`).
 """
 from __future__ import annotations
 
@@ -55,3 +56,15 @@ def serve_embed_request(embed: EmbedFn | None, texts: Any, done: int, dims: list
     if not dims:
         dims.append(dim)
     return {"op": "embed_reply", "ok": True, "vectors": vectors}
+
+
+def end_session(end_worker: Callable[[], Any], embed: Any) -> Any:
+    """End a session's worker (`end_worker()`: kill, reap, clean up; its exit status is returned),
+    then call `embed.close()` when it has one: no op of that worker will ask again, so what the
+    function keeps for the session can go (mstar's memo entries, say)."""
+    try:
+        return end_worker()
+    finally:
+        closer = getattr(embed, "close", None)
+        if callable(closer):
+            closer()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -227,3 +228,21 @@ def exit_text(status: int | None) -> str:
         except ValueError:
             return f"was killed by signal {-status}"
     return f"exited with status {status}"
+
+
+LAST_WORDS_CHARS = 1000
+_SCRATCH_PATH = re.compile(r"/[^\s\"':]*mstar-sbx-[^\s\"':/]*")
+
+
+def last_words(output: str) -> str:
+    """The end of what a dead worker wrote to stdout/stderr, for its verdict (which the reflector
+    reads). The worker ran program code, so a program chooses much of this text (an exception's
+    message a finalizer printed, say): it is cut to LAST_WORDS_CHARS and shown as the worker's, and
+    the engine's own paths in its tracebacks -- where the engine and Python are installed, the
+    scratch directories -- are replaced by <engine>, <python>, <scratch> (issue 30)."""
+    tail = output[-4 * LAST_WORDS_CHARS:]
+    for path, name in sorted(((ENGINE_ROOT, "<engine>"), (sys.prefix, "<python>"), (sys.base_prefix, "<python>"),
+                              (sys.exec_prefix, "<python>")), key=lambda p: -len(p[0])):
+        if len(path) > 1:
+            tail = tail.replace(path, name)
+    return _SCRATCH_PATH.sub("<scratch>", tail)[-LAST_WORDS_CHARS:].strip()

@@ -24,9 +24,9 @@ import json
 import math
 from typing import Any, NamedTuple
 
-from sandbox.contract import (CONSTANT_NAMES, KNOWLEDGE_ITEM, MAX_CONSTANT_CHARS, MAX_DEFAULT_JSON_CHARS,
-                              MAX_DESCRIPTION_CHARS, MAX_FIELDS, QUERY, field_types)
-from sandbox.protocol import SandboxError, SandboxLimits, Verdict
+from sandbox.contract import (CONSTANT_NAMES, KNOWLEDGE_ITEM, MAX_CONSTANT_CHARS, MAX_DEFAULT_DEPTH,
+                              MAX_DEFAULT_JSON_CHARS, MAX_DESCRIPTION_CHARS, MAX_FIELDS, QUERY, field_types)
+from sandbox.protocol import SandboxError, SandboxLimits, Verdict, json_depth
 
 # The worker's per-op line cap (sandbox.worker.toolkit.MAX_LOG_LINES; the engine does not import
 # worker code, a test keeps the two equal).
@@ -134,6 +134,10 @@ def _check_field(spec: Any, label: str, cls: str, problems: list, warnings: list
     elif size > MAX_DEFAULT_JSON_CHARS:
         problems.append(("default_too_large", f"{where}: the default is {size} characters as JSON; "
                          f"the limit is {MAX_DEFAULT_JSON_CHARS}"))
+        ok = False
+    elif json_depth(default, MAX_DEFAULT_DEPTH) > MAX_DEFAULT_DEPTH:
+        problems.append(("default_too_deep", f"{where}: the default nests lists or dicts more than "
+                         f"{MAX_DEFAULT_DEPTH} deep"))
         ok = False
     if not ok:
         return None

@@ -27,9 +27,9 @@ from typing import Any, Callable, Sequence
 
 from sandbox.contract import DEFAULT_ALLOWED_IMPORTS
 from sandbox.engine.channel import GONE, TIMEOUT, EngineChannel
-from sandbox.engine.embed_proxy import EmbedFn, serve_embed_request
+from sandbox.engine.embed_proxy import EmbedFn, end_session, serve_embed_request
 from sandbox.engine.forkserver import ForkServerLauncher
-from sandbox.engine.launch import Launcher, SubprocessLauncher, WorkerProcess, exit_text, spawn
+from sandbox.engine.launch import Launcher, SubprocessLauncher, WorkerProcess, exit_text, last_words, spawn
 from sandbox.engine.launchers import default_launcher, set_default_launcher
 from sandbox.engine.layers import ENGINE_LAYERS, log_layer_warnings
 from sandbox.engine.llm_proxy import serve_llm_request
@@ -61,7 +61,9 @@ class ProgramSession:
     `embed` (texts -> vectors), when given, serves the program's chroma collections: the worker
     asks for the vectors of each add/query batch (sandbox.engine.embed_proxy) and the model stays
     in this process. Without it the worker hashes words itself (sandbox.worker.embedding).
-    `embed_label` names the function to the worker's collections."""
+    `embed_label` names the function to the worker's collections. An `embed` with a `close()`
+    has it called once, when the worker ends (closed, killed, or the session dropped): what it
+    keeps for this session can go then."""
 
     def __init__(self, source: str, *, allowed_imports: Sequence[str] = DEFAULT_ALLOWED_IMPORTS,
                  limits: SandboxLimits = SandboxLimits(), llm: LLMFn | None = None,
@@ -190,7 +192,7 @@ class ProgramSession:
         # A worker launched ahead, when the engine keeps spares (sandbox.engine.spares).
         self._worker = SPARES.take(self.launcher, self.limits) or spawn(self.launcher, self.limits)
         # Kills the worker even if the engine drops the session without close() (or exits).
-        self._finalizer = weakref.finalize(self, self._worker.end)
+        self._finalizer = weakref.finalize(self, end_session, self._worker.end, self.embed)
         self._channel = EngineChannel(self._worker.frames_in, self._worker.frames_out, self._worker.output,
                                       self._keep_output)
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
@@ -269,12 +271,12 @@ class ProgramSession:
                 refused += reply.get("kind") == "budget"
                 deadline += time.monotonic() - started  # the provider's time is not the program's
                 self._send({**reply, "id": op_id}, deadline, stage)
-            elif op == "embed":
-                started = time.monotonic()
+            elif op == "embed":   # engine work done for the program: inside its deadline (issue 30)
                 texts = frame.get("texts")
                 reply = serve_embed_request(self.embed, texts, embedded, self._embed_dims)
                 embedded += len(texts) if isinstance(texts, list) else 0
-                deadline += time.monotonic() - started  # nor is the embedding model's
+                if time.monotonic() > deadline:
+                    self._timeout(stage)
                 self._send({**reply, "id": op_id}, deadline, stage)
             else:
                 self._fail(Verdict(False, stage, "protocol", "bad frame", f"unexpected frame op {op!r}"), kill=True)
@@ -361,12 +363,13 @@ class ProgramSession:
         while time.monotonic() < until and poller.poll(200) and self._drain_output():
             pass
         status = self._kill()
-        tail = self._tail[-2000:].strip()
+        tail = last_words(self._tail)
         rule, gate = "worker died", "runtime"
         if status == -signal.SIGXCPU:  # RLIMIT_CPU soft limit (limits.set_rlimits)
             rule, gate = "cpu limit", "limits"
         message = f"worker {exit_text(status)} before sending a result"
-        return Verdict(False, stage, gate, rule, message + (f"; its last output:\n{tail}" if tail else ""))
+        return Verdict(False, stage, gate, rule, message + (f"; the end of its output (written by the worker, which "
+                                                              f"ran program code; engine paths hidden):\n{tail}" if tail else ""))
 
     def _kill(self) -> int | None:
         if self._finalizer is None or not self._finalizer.alive:

@@ -140,8 +140,9 @@ class EmbeddingRefused(ValueError):
 class EngineEmbeddingFunction(EmbeddingFunction[Documents]):
     """chromadb EmbeddingFunction whose vectors come from the engine, a batch per request.
 
-    `ask(texts) -> reply frame` is the worker channel's `embed`; the worker's clock is paused
-    while it waits (the engine does not count embedding time against the op either)."""
+    `ask(texts) -> reply frame` is the worker channel's `embed`. The time the engine spends
+    embedding counts against the op, as the program's own time does: an engine model is engine
+    CPU the program spends."""
 
     batched = True   # toolkit_chroma computes a whole add()/query() batch in one call
 

@@ -146,11 +146,10 @@ class Worker:
         return reply
 
     def embed_engine(self, texts: list[str]) -> dict[str, Any]:
-        started, turn = time.monotonic(), self.baton.give()
-        reply = self.channel.embed(texts)
+        turn = self.baton.give()
+        reply = self.channel.embed(texts)   # the engine counts embedding time in the op: so does its clock
         if turn:
             self.baton.take(RESUMING)
-        self.clock.extend(time.monotonic() - started)  # nor does embedding time
         if reply.get("op") != "embed_reply":
             return {"ok": False, "error": f"unexpected reply {reply.get('op')!r}"}
         return reply

@@ -79,6 +79,10 @@ class LogSink:
         return state
 
     def add(self, text: str) -> None:
+        # The characters only, as an exact str, made now: a program's str subclass kept here would
+        # be freed after the op's result was sent, and whatever it carries (a suspended generator
+        # whose `finally` loops) would run then, outside any deadline (issue 30, h174).
+        text = str.__str__(text) if isinstance(text, str) else "<not a str>"
         state = self._state()
         lines, used = state[0], state[1]
         room = self.cap - used
@@ -151,20 +155,25 @@ def make_toolkit(db: Any, chroma: Any, log: LogSink,
     """The object passed to KnowledgeBase(toolkit). `ask_engine` sends one LLM request over the
     pipe and returns the engine's reply: {"ok": True, "text": str} or {"ok": False, "kind", "error"}."""
 
+    def text(message: Any) -> str:
+        """str(message) as plain characters, inside the op: the program's own str subclass (and
+        what it carries) is let go here, while the op's deadline still runs."""
+        return str.__str__(str(message))
+
     class Logger:
         __slots__ = ()
 
         def debug(self, message: Any) -> None:
-            log.add(str(message))
+            log.add(text(message))
 
         def info(self, message: Any) -> None:
-            log.add(str(message))
+            log.add(text(message))
 
         def warning(self, message: Any) -> None:
-            log.add("WARNING: " + str(message))
+            log.add("WARNING: " + text(message))
 
         def error(self, message: Any) -> None:
-            log.add("ERROR: " + str(message))
+            log.add("ERROR: " + text(message))
 
     logger = Logger()
 
