@@ -46,13 +46,14 @@ def runs(folders: RunFolders) -> dict:
                "last_event_at": None, "problem": None}
         try:
             view = folders.view(name)
-            _, spent = folders.usage(name).spend()
+            spent = live.recorded_spend(view.events)
             best = view.node(view.best_id) if view.best_id else None
             row.update(status=view.status, task=view.config.get("task"), iterations_done=view.iterations_done,
                        iterations_total=view.config.get("evolution", {}).get("iterations"), best_id=view.best_id,
                        best_static=best.static_score if best else None,
-                       test_score=(view.summary or {}).get("test_score"), calls=spent.calls, tokens=spent.tokens,
-                       cost_usd=spent.cost_usd, last_event_at=folders.last_event_at(name), problem=view.partial_line)
+                       test_score=(view.summary or {}).get("test_score"), calls=spent["calls"],
+                       tokens=spent["tokens"], cost_usd=spent["cost_usd"], last_event_at=folders.last_event_at(name),
+                       problem=view.partial_line)
         except RunNotFound:
             continue                       # removed while we looked
         except RunUnreadable as exc:
@@ -112,7 +113,8 @@ def run(folders: RunFolders, name: str, now: float | None = None) -> dict:
 def progress(folders: RunFolders, name: str, now: float | None = None, view: RunView | None = None) -> dict:
     """The live panel alone (refetched when only llm_usage.jsonl grew)."""
     view = view or view_of(folders, name)
-    return live.progress(view, folders.usage(name), time.time() if now is None else now, folders.last_event_at(name))
+    return live.progress(view, folders.folder(name) / "llm_usage.jsonl", time.time() if now is None else now,
+                         folders.last_event_at(name))
 
 
 def _event(view: RunView, ref: str):

@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from mstar.run.store import RunFormatError, RunStore
-from mstar.run.views import RunView
+from mstar.run.views import LineageNode, RunView, lineage_nodes
 from mstar.ui.usage import UsageTail
 
 WATCHED = ("lineage.jsonl", "summary.json", "config.json")   # what a RunView is built from
@@ -57,12 +58,48 @@ def lock_held(root: Path) -> bool:
     return False
 
 
+class SnapshotView(RunView):
+    """A RunView read once and asked many times: its events do not change (a new one is built
+    when the files do), so what is derived from them alone is computed once. The best program
+    is found in one pass (RunView.best_id's rule: highest static score, earliest on ties; the
+    summary's once finished), which a 1,000-iteration page asks for on every request. Liveness
+    stays a live question, answered without a flock (lock_held)."""
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.store.is_locked = lambda: lock_held(self.root)
+
+    @cached_property
+    def best_id(self) -> str | None:
+        if self.summary and self.summary.get("best_id"):
+            return self.summary["best_id"]
+        best = None
+        for n in lineage_nodes(self.events):
+            if n.program_id and n.static_score is not None and (best is None or n.static_score > best.static_score):
+                best = n
+        return best.program_id if best else None
+
+    @cached_property
+    def _nodes(self) -> list[LineageNode]:
+        return lineage_nodes(self.events, self.best_id)
+
+    def nodes(self) -> list[LineageNode]:
+        return list(self._nodes)
+
+    def node(self, program_id: str) -> LineageNode | None:
+        return self._by_id.get(program_id)
+
+    @cached_property
+    def _by_id(self) -> dict[str, LineageNode]:
+        return {n.program_id: n for n in self._nodes if n.program_id}
+
+
 @dataclass
 class _Entry:
     root: Path
     usage: UsageTail
     stamp: tuple | None = None
-    view: RunView | None = None
+    view: SnapshotView | None = None
     problem: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -95,7 +132,7 @@ class RunFolders:
     def folder(self, name: str) -> Path:
         return self._entry(name).root
 
-    def view(self, name: str) -> RunView:
+    def view(self, name: str) -> SnapshotView:
         """The run's view, rebuilt when its lineage, summary or config changed. RunUnreadable
         when the folder cannot be read."""
         entry = self._entry(name)
@@ -103,9 +140,7 @@ class RunFolders:
             stamp = tuple(_stat(entry.root / f) for f in WATCHED)
             if stamp != entry.stamp:
                 try:
-                    entry.view, entry.problem = RunView(entry.root), None
-                    # RunView.status asks its store whether the run is live: answer without a flock.
-                    entry.view.store.is_locked = lambda root=entry.root: lock_held(root)
+                    entry.view, entry.problem = SnapshotView(entry.root), None
                 except (RunFormatError, OSError, KeyError, TypeError, ValueError) as exc:
                     entry.view, entry.problem = None, str(exc)
                 entry.stamp = stamp

@@ -18,7 +18,7 @@ from statistics import fmean
 
 from mstar.run import events as ev_types
 from mstar.run.views import RunView
-from mstar.ui.usage import UsageTail
+from mstar.ui.usage import recent, window
 
 RECENT = 10          # iterations the ETA and the projection average over
 NOTE = ("Calls in flight are not written to the run folder: this shows what the folder tells "
@@ -49,24 +49,40 @@ def _llm_tokens(ev) -> int:
     return int(llm.get("prompt_tokens") or 0) + int(llm.get("completion_tokens") or 0)
 
 
-def progress(view: RunView, usage: UsageTail, now: float, last_event_at: float | None) -> dict:
+def recorded_spend(events: list) -> dict:
+    """What the recorded steps spent: the sum of the ledger's sums each event carries (`llm`),
+    as the console's progress line counts it. Calls of a step still going are not in it yet."""
+    out = {"calls": 0, "tokens": 0, "cost_usd": None, "errors": 0, "cache_hits": 0, "rate_limited": 0}
+    for e in events:
+        llm = getattr(e, "llm", None) or {}
+        out["calls"] += int(llm.get("calls") or 0)
+        out["tokens"] += _llm_tokens(e)
+        out["errors"] += int(llm.get("errors") or 0)
+        out["cache_hits"] += int(llm.get("cache_hits") or 0)
+        out["rate_limited"] += int(llm.get("rate_limited") or 0)
+        if llm.get("cost_usd") is not None:
+            out["cost_usd"] = (out["cost_usd"] or 0.0) + float(llm["cost_usd"])
+    return out
+
+
+def progress(view: RunView, usage_path, now: float, last_event_at: float | None) -> dict:
     """The live panel of a run page (a plain dict, served as JSON)."""
     evo = view.config.get("evolution", {})
     total_its = evo.get("iterations")
     iterations = ev_types.iterations(view.events)
     done = len(iterations)
     left = max(0, int(total_its) - done) if isinstance(total_its, int) else None
-    recent = iterations[-RECENT:]
+    last_its = iterations[-RECENT:]
     parallel = max(1, int(evo.get("parallel") or 1))
-    durations = [e.seconds for e in recent if e.seconds]
+    durations = [e.seconds for e in last_its if e.seconds]
     per_iteration_s = fmean(durations) / parallel if durations else None
     running = view.status == "running"
 
-    _, spent = usage.spend()
-    tokens_per_it = fmean(_llm_tokens(e) for e in recent) if recent else None
-    costs = [float(e.llm["cost_usd"]) for e in recent if (e.llm or {}).get("cost_usd") is not None]
+    spent = recorded_spend(view.events)
+    last_minute, last = recent(usage_path, now, 60.0)
+    tokens_per_it = fmean(_llm_tokens(e) for e in last_its) if last_its else None
+    costs = [float(e.llm["cost_usd"]) for e in last_its if (e.llm or {}).get("cost_usd") is not None]
     cost_per_it = fmean(costs) if costs else None
-    last = usage.last()
     endpoints = ((view.summary or {}).get("llm") or {}).get("endpoints")
     return {
         "status": view.status,
@@ -79,16 +95,16 @@ def progress(view: RunView, usage: UsageTail, now: float, last_event_at: float |
         "last_call": None if last is None else {
             "role": last.role, "scope": last.scope, "at": last.at,
             "ago_s": round(now - last.at, 1) if last.at else None},
-        "last_minute": usage.window(now, 60.0),
-        "spent": {"calls": spent.calls, "tokens": spent.tokens, "cost_usd": spent.cost_usd,
-                  "errors": spent.errors, "cache_hits": spent.cache_hits},
+        "last_minute": window(last_minute, 60.0),
+        "spent": spent,
         "seconds_per_iteration": round(per_iteration_s, 2) if per_iteration_s else None,
         "eta_s": round(per_iteration_s * left, 1) if running and per_iteration_s and left is not None else None,
         "projected": None if left is None or tokens_per_it is None else {
-            "tokens": int(spent.tokens + tokens_per_it * left),
-            "cost_usd": None if cost_per_it is None else round((spent.cost_usd or 0.0) + cost_per_it * left, 6),
+            "tokens": int(spent["tokens"] + tokens_per_it * left),
+            "cost_usd": None if cost_per_it is None else round((spent["cost_usd"] or 0.0) + cost_per_it * left, 6),
             "excludes": "the confirmation and the final test"},
         "endpoints": endpoints if isinstance(endpoints, list) else None,
         "parallel": parallel,
         "note": NOTE,
+        "spent_note": "the sum over the recorded steps (seeds, iterations, confirmation, test)",
     }

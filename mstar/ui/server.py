@@ -26,6 +26,7 @@ import json
 import socket
 import threading
 import time
+import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -136,6 +137,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(409, f"the run folder cannot be read: {exc}", api_call)
         except (BrokenPipeError, ConnectionResetError):
             return None
+        except Exception as exc:     # a bug or a record this version misreads: say so, keep serving
+            self.log_error("%s failed: %s", url.path, traceback.format_exc())
+            return self._error(500, f"{type(exc).__name__}: {exc}", api_call)
 
     def _api(self, p: list[str], query: dict) -> dict:
         f = self.ui.folders

@@ -1,11 +1,12 @@
-"""A run's llm_usage.jsonl, read incrementally: spend per role, activity over time, the last minute.
+"""A run's llm_usage.jsonl: read incrementally for spend over time; its end alone for the last minute.
 
 A real run writes one record per LLM call, so the file grows to tens of megabytes while the live
 view asks about it every few seconds. `UsageTail.refresh` reads only the bytes appended since its
 last look (a line without its newline yet is left for the next look), keeps a compact tuple per
 call rather than the record, and adds the new records to the per-role totals with the project's
 own accounting (mstar.run.spend: cache hits are calls, not spent tokens). A file that shrank
-(`mstar resume` cuts a partial last line) is read again from the start.
+(`mstar resume` cuts a partial last line) is read again from the start. The live panel needs
+only the last minute: `recent` reads the file's end backwards and nothing else.
 """
 from __future__ import annotations
 
@@ -13,14 +14,13 @@ import dataclasses
 import json
 import math
 import threading
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from mstar.run.spend import RoleSpend, spend_by_role, total
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(NamedTuple):
     """What the time series need from one usage record."""
     at: float | None          # epoch seconds when the call ended (older runs: None)
     role: str
@@ -34,13 +34,70 @@ class Call:
 
 
 def _call(r: dict) -> Call:
-    hit = bool(r.get("cache_hit"))
-    tokens = 0 if hit else int(r.get("prompt_tokens") or 0) + int(r.get("completion_tokens") or 0)
-    at = r.get("at")
-    return Call(float(at) if isinstance(at, (int, float)) else None, str(r.get("role", "?")), tokens,
-                float(r.get("cost_usd") or 0.0), bool(r.get("error")), int(r.get("retries") or 0),
-                int(r.get("rate_limited") or 0), float(r.get("held_s") or 0.0),
-                str(r["scope"]) if r.get("scope") is not None else None)
+    get = r.get
+    tokens = 0 if get("cache_hit") else (get("prompt_tokens") or 0) + (get("completion_tokens") or 0)
+    at, scope = get("at"), get("scope")
+    return Call(at if isinstance(at, (int, float)) else None, str(get("role", "?")), int(tokens),
+                float(get("cost_usd") or 0.0), bool(get("error")), int(get("retries") or 0),
+                int(get("rate_limited") or 0), float(get("held_s") or 0.0), None if scope is None else str(scope))
+
+
+def parse_lines(data: bytes) -> tuple[list[dict], int]:
+    """The JSON objects of whole lines, and how many lines were not one. One parse for the
+    whole chunk (a JSON array of its lines) when every line is sound, line by line otherwise."""
+    lines = [ln for ln in data.split(b"\n") if ln.strip()]
+    try:
+        records = json.loads(b"[" + b",".join(lines) + b"]")
+        if all(isinstance(r, dict) for r in records):
+            return records, 0
+    except ValueError:
+        pass
+    out, bad = [], 0
+    for ln in lines:
+        try:
+            rec = json.loads(ln)
+        except ValueError:
+            rec = None
+        if isinstance(rec, dict):
+            out.append(rec)
+        else:
+            bad += 1
+    return out, bad
+
+
+def recent(path: Path, now: float, seconds: float = 60.0, block: int = 64 * 1024) -> tuple[list[Call], Call | None]:
+    """The calls of the last `seconds` and the last call, read from the end of the file backwards
+    (a block at a time) without reading the rest: what the live panel asks on every refresh of a
+    run whose usage file may be tens of megabytes."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        return [], None
+    with fh:
+        end = fh.seek(0, 2)
+        data, pos = b"", end
+        while pos > 0:
+            pos = max(0, pos - block)
+            fh.seek(pos)
+            data = fh.read(end - pos)
+            first = data.find(b"\n") + 1 if pos > 0 else 0     # the first line may be cut: skip it
+            whole = data[first:data.rfind(b"\n") + 1]
+            records, _ = parse_lines(whole)
+            calls = [_call(r) for r in records]
+            if pos == 0 or (calls and (calls[0].at is None or calls[0].at < now - seconds)):
+                break                                    # reached the minute's start (or times are not recorded)
+            block *= 2
+        else:
+            calls = []
+    last = calls[-1] if calls else None
+    return [c for c in calls if c.at is not None and c.at >= now - seconds], last
+
+
+def window(calls: list[Call], seconds: float = 60.0) -> dict:
+    """Calls, errors, retries, 429s and seconds held over `calls` (those of the last `seconds`)."""
+    return {"seconds": seconds, "calls": len(calls), "errors": sum(c.error for c in calls),
+            "retries": sum(c.retries for c in calls), "rate_limited": sum(c.rate_limited for c in calls),
+            "held_s": round(sum(c.held_s for c in calls), 3)}
 
 
 def _merge(into: dict[str, RoleSpend], new: dict[str, RoleSpend]) -> None:
@@ -86,17 +143,8 @@ class UsageTail:
                 fh.seek(self.offset)
                 chunk = fh.read(size - self.offset)
             end = chunk.rfind(b"\n") + 1          # whole lines only; a half-written one waits
-            records = []
-            for line in chunk[:end].split(b"\n"):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    self.bad_lines += 1
-                    continue
-                if isinstance(rec, dict):
-                    records.append(rec)
+            records, bad = parse_lines(chunk[:end])
+            self.bad_lines += bad
             self.offset += end
             self.calls.extend(_call(r) for r in records)
             _merge(self.by_role, spend_by_role(records))
@@ -107,26 +155,6 @@ class UsageTail:
         with self._lock:
             roles = {k: dataclasses.replace(v) for k, v in self.by_role.items()}  # copies, not the live totals
         return roles, total(roles)
-
-    def last(self) -> Call | None:
-        with self._lock:
-            return self.calls[-1] if self.calls else None
-
-    def window(self, now: float, seconds: float = 60.0) -> dict:
-        """Calls, errors, 429s and seconds held in the last `seconds` (by the records' `at`)."""
-        since = now - seconds
-        out = {"seconds": seconds, "calls": 0, "errors": 0, "retries": 0, "rate_limited": 0, "held_s": 0.0}
-        with self._lock:
-            for c in reversed(self.calls):
-                if c.at is None or c.at < since:
-                    break                         # records are appended in time order (near enough)
-                out["calls"] += 1
-                out["errors"] += c.error
-                out["retries"] += c.retries
-                out["rate_limited"] += c.rate_limited
-                out["held_s"] += c.held_s
-        out["held_s"] = round(out["held_s"], 3)
-        return out
 
     def series(self, buckets: int = 60) -> dict:
         """Per-role tokens, cost and calls, and errors / retries / 429s / seconds held, in equal
