@@ -3,7 +3,7 @@
  * The one rule of this page: whatever the server sends is data. Titles, commit bodies, sources,
  * questions, answers, retrieved text and errors were written by programs and models and may
  * hold markup; they reach the DOM only as text nodes (M.h and M.append turn every string child
- * into a text node) or as attribute values this code names. No innerHTML anywhere. Control
+ * into a text node) or as attribute values this code names; no string is ever parsed as markup. Control
  * and bidirectional-override characters are shown as escapes (\u202e), as the CLI shows them.
  */
 (function () {
