@@ -296,3 +296,17 @@ def test_the_ui_command(tmp_path):
                           (["--runs-dir", str(tmp_path), "--port", "70000"], "a port is 0-65535")):
         done = subprocess.run([sys.executable, "-m", "mstar.cli", "ui", *args], capture_output=True, text=True, cwd=ROOT)
         assert done.returncode == 2 and message in done.stderr
+
+
+def test_a_damaged_run_is_listed_with_its_problem(tmp_path):
+    run = make_ui_run(tmp_path / "bad")
+    lines = (run / "lineage.jsonl").read_text().splitlines()
+    (run / "lineage.jsonl").write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
+    make_ui_run(tmp_path / "good")
+    with UIServer(tmp_path) as srv:
+        base = f"http://127.0.0.1:{srv.port}"
+        rows = {r["name"]: r for r in get_json(base + "/api/runs")["runs"]}
+        assert rows["good"]["status"] == "finished"
+        assert rows["bad"]["status"] == "unreadable" and "lineage.jsonl:2: not a JSON line" in rows["bad"]["problem"]
+        status, _, body = get(base + "/api/runs/bad")
+        assert status == 409 and "the file is damaged" in json.loads(body)["error"]

@@ -98,8 +98,8 @@ def progress(view: RunView, usage_path, now: float, last_event_at: float | None)
         "last_minute": window(last_minute, 60.0),
         "spent": spent,
         "seconds_per_iteration": round(per_iteration_s, 2) if per_iteration_s else None,
-        "eta_s": round(per_iteration_s * left, 1) if running and per_iteration_s and left is not None else None,
-        "projected": None if left is None or tokens_per_it is None else {
+        "eta_s": round(per_iteration_s * left, 1) if running and per_iteration_s and left else None,
+        "projected": None if not left or tokens_per_it is None else {
             "tokens": int(spent["tokens"] + tokens_per_it * left),
             "cost_usd": None if cost_per_it is None else round((spent["cost_usd"] or 0.0) + cost_per_it * left, 6),
             "excludes": "the confirmation and the final test"},

@@ -27,6 +27,7 @@ const ROUTES = [
   [/^run\/([^/]+)\/spend$/, "spend", ["run"]],
 ];
 
+const RETRY_S = 3;
 let current = null, busy = false, pending = null, stream = null, streamKey = null;
 
 function parse() {
@@ -51,7 +52,7 @@ function setLive(on, text) {
 
 function watch(run) {
   const key = run || "";
-  if (stream && streamKey === key) return;
+  if (stream && streamKey === key && stream.readyState !== EventSource.CLOSED) return;
   if (stream) stream.close();
   streamKey = key;
   stream = new EventSource("/api/stream" + (run ? "?run=" + encodeURIComponent(run) : ""));
@@ -99,8 +100,13 @@ async function route() {
   try {
     await view.render(root, r.params, r.query);
   } catch (err) {
+    // A run page opened before its run wrote anything (or while a file is rewritten) comes
+    // right by itself: the route is tried again while the address stays the same.
+    const hash = location.hash;
     M.replace(root, h("h1", null, "Cannot show this"), h("p", {class: "error"}, err.message),
-      h("p", null, M.a(r.params.run ? M.link.run(r.params.run) : "#/", "back")));
+      h("p", {class: "muted"}, "trying again every " + RETRY_S + " s"),
+      h("p", null, M.a(r.params.run && r.name !== "run" ? M.link.run(r.params.run) : "#/", "back")));
+    setTimeout(() => { if (location.hash === hash && current && current.view === view) route(); }, RETRY_S * 1000);
   } finally {
     root.classList.remove("loading");
     document.body.dataset.view = r.name;
