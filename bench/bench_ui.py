@@ -166,6 +166,8 @@ def main() -> int:
             warm = statistics.median(_get(api) for _ in range(5))
             with urllib.request.urlopen(api) as r:
                 kib = len(r.read()) / 1024
+            spend_cold = _get(api + "/spend")      # every usage record read once, then incrementally
+            spend_warm = _get(api + "/spend")
             try:
                 b = browser_timings(srv.url, run, args.iterations + 1, args.screenshot)
             except ImportError:
@@ -178,6 +180,8 @@ def main() -> int:
                  (f"lineage render in Chromium ({b['rows']} rows, trajectory, panel)", b["render_ms"] / 1000, 2.0),
                  ("page open to rendered (navigation included)", b["wall_s"], None),
                  ("live: one iteration appended -> its row on the page", b["live_s"], 2.0)]
+    rows += [("spend page data, first request (every usage record read)", spend_cold, None),
+             ("spend page data, next request (nothing appended)", spend_warm, None)]
     print(f"\nrun page payload: {kib:.0f} KiB")
     print(f"| {'measure':<62} | {'seconds':>8} | {'target':>7} |")
     print(f"|{'-' * 64}|{'-' * 10}|{'-' * 9}|")

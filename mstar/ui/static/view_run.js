@@ -163,7 +163,7 @@ M.views.run = {
       h("div", {class: "figure"}, M.trajectory(d.nodes, d.iterations_total, (id) => {
         location.hash = M.link.program(d.name, id);
       })),
-      M.legend(["seed", "child", "regression", "best", "no child: failed", "no child: duplicate", "best so far"],
+      M.legend(["seed", "child", "regression", d.status === "finished" ? "champion" : "best", "no child: failed", "no child: duplicate", "best so far"],
         [M.COLORS.seed, M.COLORS.ok, M.COLORS.regression, M.COLORS.best, M.COLORS.failed, M.COLORS.duplicate,
           M.COLORS.bestLine])));
     M.replace(this.parts.lineage, lineagePanel(d, this));
