@@ -14,8 +14,8 @@ the UI's own server in-process, and measures:
     live panel up to layout, as the page records them (document.body.dataset.dataMs / renderMs),
     and a live update: one more iteration appended to the lineage, until its row is on the page.
 Targets (issue 32): data < 1 s, lineage < 2 s. Prints a table; exits 1 when a target is missed.
-`--screenshot` keeps a picture of the run page (the README's is made from a short real run by
-tests/test_ui_browser.py's helpers: see docs/ui.md).
+`--screenshot` keeps a picture of the run page (the README's is of a short real run:
+bench/ui_screenshot.py).
 """
 from __future__ import annotations
 

@@ -38,7 +38,15 @@ def _stat(path: Path) -> tuple[int, int] | None:
     return st.st_size, st.st_mtime_ns
 
 
-def lock_held(root: Path) -> bool:
+def proc_locks() -> str | None:
+    """The kernel's table of file locks (Linux), or None where there is none to read."""
+    try:
+        return Path("/proc/locks").read_text()
+    except OSError:
+        return None
+
+
+def lock_held(root: Path, table: str | None = None) -> bool:
     """Is a live process running this run (holding the flock on its .lock)? Read from /proc/locks,
     which takes no lock: RunStore.is_locked probes by taking a shared flock for a moment, and a
     page that asks every quarter second could make `mstar resume` find the folder "in use" in
@@ -47,9 +55,8 @@ def lock_held(root: Path) -> bool:
         inode = (root / ".lock").stat().st_ino
     except (FileNotFoundError, NotADirectoryError):
         return False
-    try:
-        table = Path("/proc/locks").read_text()
-    except OSError:
+    table = table if table is not None else proc_locks()
+    if table is None:
         return RunStore(root).is_locked()
     for line in table.splitlines():    # "1: FLOCK  ADVISORY  WRITE 6714 fe:00:2263084 0 EOF"
         parts = line.split()
@@ -156,21 +163,21 @@ class RunFolders:
         st = _stat(self._entry(name).root / "lineage.jsonl")
         return st[1] / 1e9 if st else None
 
-    def stamp(self, name: str) -> dict:
+    def stamp(self, name: str, locks: str | None = None) -> dict:
         """What the live stream compares: `lineage` changes when an event, the summary, the
         config or the run's lock (running or not) changed; `usage` when an LLM call was recorded."""
         entry = self._entry(name)
         lineage = tuple(_stat(entry.root / f) for f in WATCHED)
-        locked = lock_held(entry.root)
+        locked = lock_held(entry.root, locks)
         return {"lineage": repr((lineage, locked)), "usage": repr(_stat(entry.root / "llm_usage.jsonl"))}
 
     def runs_stamp(self) -> dict:
         """The runs list's stamp: the names, each run's lineage and lock, and its usage file."""
         names = self.names()
-        parts = {}
+        parts, locks = {}, proc_locks()              # one read of the lock table for every run
         for n in names:
             try:
-                parts[n] = self.stamp(n)
+                parts[n] = self.stamp(n, locks)
             except RunNotFound:       # removed between the listing and the look
                 continue
         return {"lineage": repr((names, [p["lineage"] for p in parts.values()])),
