@@ -1,0 +1,51 @@
+"""`mstar ui [--runs-dir runs] [--host 127.0.0.1] [--port 8787] [--token T]`: a local, read-only,
+live web app over the run folders (mstar/ui/). Binds loopback by default; on another address a
+token is required (--token, else one is generated and printed with the address)."""
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ui", help="a live, read-only web view of the runs (local; loopback by default)")
+    p.add_argument("--runs-dir", default="runs", help="folder that holds run folders")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1; any non-loopback address needs a token)")
+    p.add_argument("--port", type=int, default=8787, help="port (0: any free port; default 8787)")
+    p.add_argument("--token", default=None,
+                   help="token every request must carry (default: none on loopback, a new one elsewhere)")
+    p.add_argument("--verbose", action="store_true", help="log every request")
+    p.set_defaults(func=cmd_ui)
+
+
+def cmd_ui(args) -> int:
+    from pathlib import Path
+
+    from mstar.ui.server import UIServer
+
+    if not 0 <= args.port <= 65535:
+        print(f"mstar: --port {args.port}: a port is 0-65535", file=sys.stderr)
+        return 2
+    if args.token is not None and len(args.token) < 16:
+        print("mstar: --token must be at least 16 characters", file=sys.stderr)
+        return 2
+    if not Path(args.runs_dir).is_dir():
+        print(f"mstar: --runs-dir {args.runs_dir}: not a folder (runs are written under runs/ by default)",
+              file=sys.stderr)
+        return 2
+    try:
+        server = UIServer(args.runs_dir, args.host, args.port, args.token, verbose=args.verbose)
+    except OSError as exc:
+        print(f"mstar: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"mstar ui: {server.url}", flush=True)
+    print(f"          runs in {Path(args.runs_dir).resolve()} (read-only); Ctrl-C stops", flush=True)
+    if server.token and not args.token:
+        print("          a token was generated: it is part of the address above", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    return 0
