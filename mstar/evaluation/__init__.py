@@ -6,6 +6,9 @@
     item_use.py   whether a program's write() can read its item (from its source)
     playing.py    an interactive query (meta["interactive"]): the game played after the read
     records.py    CaseResult, WriteRecord, EvalResult (JSON in the run folder), EndpointOutage
+    attribution.py  where a case's answer was lost (never stored / not retrieved / not used): the
+                  matcher and its threshold, a pure function of texts
+    xray.py       each case's attribution in an evaluation, and the program's sums (recall, precision)
     sessions.py   SessionCache: ingested knowledge bases kept alive for the next evaluation
     pools.py      the threads every evaluation shares; finished workers closed in the background
     prestart.py   a child's evaluation worker started while its gates run
