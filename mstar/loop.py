@@ -145,7 +145,7 @@ class Evolution:
                 self._event(events.SeedEvent(
                     program_id=pid, title=f"seed: {label}", static_score=res.mean_score,
                     per_category=res.per_category, error=res.error, case_errors=res.case_errors,
-                    llm=self.router.spent_in(pid),
+                    xray=res.xray, llm=self.router.spent_in(pid),
                     timing={"eval_s": round(res.seconds, 3), "sandbox_s": round(res.sandbox_seconds, 3),
                             "chain_calls": res.chain_calls, "write_s": res.write_seconds,
                             "read_cpu_s": res.read_cpu_seconds},
@@ -214,6 +214,7 @@ class Evolution:
                 child.no_change = record.no_change = bool(parent_res) and same_answers(res.cases, parent_res.cases)
                 record.program_id, record.static_score, record.per_category = child.program_id, res.mean_score, res.per_category
                 record.delta, record.eval_error, record.case_errors = res.mean_score - parent.static_score, res.error, res.case_errors
+                record.xray = res.xray
                 record.evidence = paired_gain(res, parent_res)
             else:
                 record.status = "failed"
