@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
 from mstar.config import LLMConfig, SandboxConfig
 from mstar.evaluation import evaluate
@@ -245,3 +246,15 @@ def test_the_sample_task_gives_the_fact_lines_and_for_a_date_the_session_line():
         assert units and "evidence_problem" not in q.meta
         assert all(u["text"] in episodes[u["episode"]] for u in units)
         assert any(u["id"].endswith(":0") for u in units) == (q.category == "temporal")
+
+
+@given(st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=8),
+       st.lists(st.sampled_from("abcdefghij"), max_size=60), st.integers(1, 20))
+def test_the_sliding_overlap_is_the_best_window(unit, text, size):
+    share, span = overlap(unit, text, size)
+    need = set(unit)
+    width = min(size, len(text))
+    brute = max((len(need & set(text[i:i + width])) for i in range(len(text) - width + 1)), default=0) / len(need)
+    assert share == pytest.approx(brute if text else 0.0)
+    if text:
+        assert len(need & set(text[span.start:span.stop])) / len(need) == pytest.approx(share)
