@@ -27,6 +27,7 @@ from mstar.ast_guard import AST_LOCK
 from mstar.evaluation.attribution import LABELS, attribute
 from mstar.tasks.evidence import PROBLEM_KEY, TEXT_KEY
 
+
 @functools.lru_cache(maxsize=256)
 def write_inputs(source: str) -> tuple[bool, frozenset[str] | None]:
     """(write() reads its raw text, the item fields it reads -- None: it may read them all).
