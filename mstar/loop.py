@@ -163,7 +163,7 @@ class Evolution:
                     program_id=pid, title=f"seed: {label}", static_score=res.mean_score,
                     per_category=res.per_category, error=res.error, case_errors=res.case_errors,
                     ingest_errors=res.ingest_errors,
-                    llm=self.router.spent_in(pid),
+                    xray=res.xray, llm=self.router.spent_in(pid),
                     timing={"eval_s": round(res.seconds, 3), "sandbox_s": round(res.sandbox_seconds, 3),
                             "chain_calls": res.chain_calls, "write_s": res.write_seconds,
                             "read_cpu_s": res.read_cpu_seconds},
@@ -233,6 +233,7 @@ class Evolution:
                 record.program_id, record.static_score, record.per_category = child.program_id, res.mean_score, res.per_category
                 record.delta, record.eval_error, record.case_errors = res.mean_score - parent.static_score, res.error, res.case_errors
                 record.ingest_errors = res.ingest_errors
+                record.xray = res.xray
                 record.evidence = paired_gain(res, parent_res)
             else:
                 record.status = "failed"

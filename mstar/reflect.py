@@ -5,7 +5,8 @@ spec, rules, patch format, the current program and its score, then, when there i
 lineage, write examples, success cases, reference programs, memory debug logs, and the
 underperforming cases with their whole retrieval-and-answer conversation -- and "paper", the
 paper's templates in our words (mstar/prompts/paper_reflector.py). Both show a rubric case's
-per-criterion verdicts, and a case in one section only (failed or success).
+per-criterion verdicts, where a failed case's answer was lost when the task knows its evidence
+(<where_lost>: mstar.evaluation.attribution), and a case in one section only (failed or success).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from mstar import prompts
 from mstar.config import SandboxConfig
 from mstar.prompts.sections import (MAX_CASE_FIELD, MAX_DEBUG_LINES, Section, chroma_embeddings_note,
                                     concurrent_reads_note, conversation_lines, cut as _cut, rubric_verdicts,
-                                    split_cases)
+                                    split_cases, where_lost, where_lost_note)
 
 __all__ = ["MAX_CASE_FIELD", "MAX_DEBUG_LINES", "ReflectionInput", "ReflectorReply", "ReplyError", "Section",
            "build_compile_fix_messages", "build_reflection_messages", "fit_to_budget", "interface_spec",
@@ -185,14 +186,16 @@ def reflection_sections(inp: ReflectionInput, sandbox: SandboxConfig) -> list[Se
         cases.append(
             f'<case id="{i}">\n<question>{c["question"]}</question>\n<expected>{c["expected"]}</expected>\n'
             f'<model_answer>{c["answer"]}</model_answer>\n<score>{c["score"]:.2f}</score>\n'
-            f'<retrieved>{_cut(c["retrieved"], MAX_CASE_FIELD)}</retrieved>\n'
+            + (f'<where_lost>\n{lost}\n</where_lost>\n' if (lost := where_lost(c)) else "")
+            + f'<retrieved>{_cut(c["retrieved"], MAX_CASE_FIELD)}</retrieved>\n'
             + (f'<error>{c["error"]}</error>\n' if c.get("error") else "")
             + (f'<rubric_verdicts>\nThe judge\'s verdict on each criterion (the score is the points of the met '
                f'criteria over the positive points):\n{verdicts}\n</rubric_verdicts>\n'
                if (verdicts := rubric_verdicts(c)) else "")
             + f'<conversation>\n{_fmt_conversation(c.get("conversation", []))}\n</conversation>\n</case>')
     out.append(S("underperforming_cases", "These cases scored low after the memory was written. Each shows the "
-                 "whole retrieval and answer conversation.\n<underperforming_cases>\n" + "\n".join(cases)
+                 "whole retrieval and answer conversation." + where_lost_note(inp.failed_cases)
+                 + "\n<underperforming_cases>\n" + "\n".join(cases)
                  + "\n</underperforming_cases>", 1))
     out.append(S("task", "<task>\n1. Diagnose why these cases scored low: look at what was retrieved and at how "
                  "the agent answered.\n2. Decide what to change: the instructions, the memory design, or both.\n"

@@ -37,8 +37,16 @@ def _rubric_case():
                  "explanation": "no question asked"}]}}
 
 
+NOT_STORED_CASE = {
+    "query_id": "q7", "question": "What is the name of Ines's cat?", "expected": "Miso", "answer": "unknown",
+    "score": 0.0, "retrieved": "No information stored.",
+    "conversation": [{"role": "user", "content": "PROMPT"}, {"role": "assistant", "content": "unknown"}],
+    "attribution": {"label": "not_stored", "recall": 0.0, "precision": 0.0, "evidence": [
+        {"id": "c2_s5:3", "text": "Ines: We adopted a cat and named her Miso.", "stored": False, "retrieved": False}]}}
+
+
 def _reflection_input(**kw):
-    base = dict(source=SRC, iteration=3, score=0.25, failed_cases=[_rubric_case()],
+    base = dict(source=SRC, iteration=3, score=0.25, failed_cases=[_rubric_case(), NOT_STORED_CASE],
                 success_cases=[_rubric_case(), {"query_id": "hb2", "question": "Q2?", "expected": "(rubric)",
                                                 "answer": "A2", "score": 1.0}],
                 write_examples=[{"episode_id": "e1", "raw_text": EPISODE, "item": {"topic": "kitten"}}],

@@ -80,8 +80,19 @@ from mstar.reflect import fit_to_budget, reflection_sections
 SNAPSHOT = Path(__file__).parent / "snapshots" / "reflection_prompt.txt"
 
 
+ATTRIBUTED_CASE = {
+    "query_id": "q1", "question": "When did Maya adopt the cat?", "expected": "3 May, 2024", "answer": "a grey kitten",
+    "score": 0.0, "retrieved": "Maya: I adopted a grey kitten",
+    "conversation": [{"role": "user", "content": "PROMPT"}, {"role": "assistant", "content": "a grey kitten"}],
+    "attribution": {"label": "not_retrieved", "recall": 0.5, "precision": 0.4, "evidence": [
+        {"id": "c1_s2:4", "text": "Maya: I adopted a grey kitten today!", "stored": True, "retrieved": True},
+        {"id": "c1_s2:0", "text": "[2:00 pm on 3 May, 2024] Session 2 — Maya and Tom", "stored": True,
+         "retrieved": False}]}}
+
+
 def _fixture_input():
     return _input(
+        failed_cases=[ATTRIBUTED_CASE],
         lineage=["- [current] seed_vector_search: seed: vector_search (score 0.180)",
                  "- [child] iter_002: Smaller chunks (score 0.150, \u0394 -0.030) \u2190 REGRESSION"],
         already_tried=["- [tried] attempt_003: Use os (failed: gate failed at stage [static])"],

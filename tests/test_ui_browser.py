@@ -198,5 +198,7 @@ def test_hostile_markup_renders_as_text(browser, tmp_path):
         assert page.locator("#attribution").count() == 0
         page.goto(srv.url + "#/run/hostile/case/iter_001/static/q2")
         page.wait_for_selector("#attribution")
-        assert "the fact was not read" in page.text_content("#attribution")
+        shown = page.text_content("#attribution")   # the memory X-ray's shape (mstar/evaluation/attribution.py)
+        assert "stored, not retrieved" in shown and "D1:3" in shown
+        assert "<b onmouseover=alert(1)>the fact was not read</b>" in shown   # evidence text, as text
     assert problems == []

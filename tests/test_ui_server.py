@@ -85,7 +85,8 @@ def test_cases_filters_case_detail_and_attribution(served):
     assert one["writes"][0]["item"] == {"content": "Maya works at the bakery"}
     assert one["parent_case"]["answer"] == "the mill" and one["attribution"] is None
     two = get_json(base + "/api/runs/syn/programs/iter_001/cases/static/q2")
-    assert two["attribution"] == {"stage": "retrieval", "why": "the fact was not read"}
+    assert two["attribution"]["label"] == "not_retrieved"
+    assert two["attribution"]["evidence"][0]["text"] == "<b onmouseover=alert(1)>the fact was not read</b>"
     for bad, why in (("/api/runs/syn/programs/iter_001/cases/train", "no split 'train'"),
                      ("/api/runs/syn/programs/iter_002/cases/static", "iter_002 has no static evaluation"),
                      ("/api/runs/syn/programs/iter_003/cases/static", "added no program"),

@@ -42,7 +42,10 @@ def make_ui_run(root: Path, *, finished: bool = True, calls_at: float | None = N
                                            "cases": [case("q1", 0.0, answer="the mill"), case("q2", 0.5)]})
     store.write_cases("iter_001", "static", {
         "mean_score": 0.75, "writes": WRITES, "per_category": {"single-hop": 0.75},
-        "cases": [case("q1", 1.0), case("q2", 0.5, attribution={"stage": "retrieval", "why": "the fact was not read"}),
+        "cases": [case("q1", 1.0), case("q2", 0.5, attribution={
+                      "label": "not_retrieved", "recall": 0.0, "precision": 0.0,
+                      "evidence": [{"id": "D1:3", "episode": "e1", "stored": True, "retrieved": False, "overlap": 0.2,
+                                    "text": "<b onmouseover=alert(1)>the fact was not read</b>"}]}),
                   case("q3", 0.0, llm_error="timeout after 3 retries")]})
     t = time.time() if calls_at is None else calls_at
     usage = (root / "llm_usage.jsonl")

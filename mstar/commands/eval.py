@@ -89,6 +89,7 @@ def cmd_eval(args) -> int:
     from mstar.evaluation import evaluate
     from mstar.llm.router import LLMRouter
     from mstar.llm.types import LLMError
+    from mstar.run import xray_text
     from mstar.run.store import atomic_write_text
     from mstar.commands import load_task_or_report, task_options
     from sandbox.engine.terminal import terminal_safe
@@ -122,7 +123,7 @@ def cmd_eval(args) -> int:
            "metric": getattr(task, "metric_name", None), "queries": len(queries), "episodes": len(episodes),
            "mean_score": res.mean_score, "per_category": res.per_category,
            "counts": _counts(c.category for c in res.cases), "error": res.error,
-           "failed_cases": sum(1 for c in res.cases if c.error), "llm": router.totals(),
+           "failed_cases": sum(1 for c in res.cases if c.error), "xray": res.xray, "llm": router.totals(),
            "seconds": round(time.perf_counter() - t0, 3)}
     if args.cases_out:
         atomic_write_text(Path(args.cases_out), json.dumps({**out, "result": res.to_dict()}, indent=2,
@@ -138,6 +139,10 @@ def cmd_eval(args) -> int:
         print(f"score   {res.mean_score:.4f} ({out['metric']})")
         for cat, value in res.per_category.items():
             print(f"  {cat:<24} {value:.4f}  (n={out['counts'].get(cat, 0)})")
+        if res.xray:   # where the wrong answers were lost (a task that knows its evidence)
+            print(f"x-ray   {xray_text.one_line(res.xray)}")
+            for line in xray_text.category_lines(res.xray):
+                print(f"  {line}")
     return 1 if res.error else 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 
+from mstar.run.xray_text import case_tag, category_lines, one_line as xray_line
 from mstar.run.events import KIND_KEY, IterationEvent
 from mstar.run.store import dumps
 from mstar.run.views import case_errors_text
@@ -82,13 +83,17 @@ def render_detail(d: dict, with_source: bool = True) -> list[str]:
         apart = (f"; {unscored} not scored: LLM call failed" if unscored else "") + \
             (f"; {corrupt} corrupt game(s) not scored" if corrupt else "")
         out += ["", f"-- {split} cases ({len(cases)}, mean {data.get('mean_score') or 0:.3f} over the scored{apart})"]
+        if xray := data.get("xray"):   # where the answers were lost (tasks with evidence)
+            out.append(f"   x-ray: {xray_line(xray)}")
+            out += [f"     {line}" for line in category_lines(xray)]
         for c in cases:
             err = f"  [error: {_one_line(c['error'], 60)}]" if c.get("error") else ""
             if c.get("llm_error"):  # not a wrong answer: the case was never scored
                 err += f"  [LLM error, not scored: {_one_line(c['llm_error'], 80)}]"
             score = " err" if c.get("llm_error") else " n/a" if c.get("corrupt") else f"{c['score']:.2f}"
             out.append(f"  {score}  {c.get('category') or '-':<12} {_one_line(c['question'], 60)}")
-            out.append(f"        answer: {_one_line(c['answer'], 60)} | expected: {_one_line(c['expected'], 40)}{err}")
+            lost = f"  {tag}" if (tag := case_tag(c.get("attribution"))) else ""
+            out.append(f"        answer: {_one_line(c['answer'], 60)} | expected: {_one_line(c['expected'], 40)}{err}{lost}")
     if with_source:
         out += ["", f"-- source ({d['source_name']}.py)"]
         out += (d["source"] or "(source file missing)").rstrip("\n").splitlines()

@@ -8,6 +8,9 @@
     read_state.py whether a program's read() can change its state: then its reads run one at a time
     playing.py    an interactive query (meta["interactive"]): the game played after the read
     records.py    CaseResult, WriteRecord, EvalResult (JSON in the run folder), EndpointOutage
+    attribution.py  where a case's answer was lost (never stored / not retrieved / not used): the
+                  matcher and its threshold, a pure function of texts
+    xray.py       each case's attribution in an evaluation, and the program's sums (recall, precision)
     sessions.py   SessionCache: ingested knowledge bases kept alive for the next evaluation; LOAD_INFO,
                   what loading a program told the engine, and load_difference between two loads
     pools.py      the threads every evaluation shares; finished workers closed in the background

@@ -39,6 +39,8 @@ class CaseResult:
     corrupt: bool = False              # an interactive game that cannot be played whatever the memory
                                        # (no admissible command at reset): counted, not scored
     read_cpu_s: float = 0.0            # the worker thread's CPU in read() (waiting on the toolkit not in it)
+    attribution: dict | None = None    # where the answer was lost, when the task knows its evidence
+                                       # (mstar.evaluation.attribution): label, evidence, recall, precision
 
     @property
     def scored(self) -> bool:
@@ -85,6 +87,7 @@ class EvalResult:
                                         # program work on the critical path that the bound counts as 0
     read_cpu_seconds: float = 0.0       # the reads' CPU in the worker, summed: they overlap their waits
                                         # but not one another's Python (one interpreter), so program work too
+    xray: dict | None = None            # the cases' attributions summed (mstar.evaluation.xray.summary)
 
     def critical_chain(self) -> int:
         """The longest run of requests that depend on each other in this evaluation (a call the

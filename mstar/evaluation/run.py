@@ -42,6 +42,7 @@ from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, fai
 from mstar.evaluation.playing import play_query
 from mstar.evaluation.pools import Bounded, close_later, shared_pool
 from mstar.evaluation.prestart import PRESTARTS
+from mstar.evaluation import xray
 from mstar.evaluation.sessions import LOAD_INFO, SessionCache, load_difference, session_key
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
@@ -277,8 +278,11 @@ def evaluate(
     if calls.total and calls.failed / calls.total > outage_threshold:
         raise EndpointOutage(f"{calls.failed} of {calls.total} LLM calls of this evaluation failed after "
                              f"their retries; last error: {calls.last}")
+    if program.fatal is None:   # where each wrong answer was lost (no LLM call); a crash lost them all
+        xray.attach(cases, queries, writes, episodes, source)
     result = summarise(cases, writes, program.fatal, time.perf_counter() - t0, program.sandbox_s,
                        calls.total, calls.failed, reused=kept is not None)
+    result.xray = xray.summary(cases)
     result.load_warnings = [w for w in info.warnings if w.startswith("contract:")]
     result.chain_calls = result.critical_chain()
     return result

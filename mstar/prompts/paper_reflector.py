@@ -2,17 +2,19 @@
 
 Same sections, order, tags, headers and placeholders as the paper's templates; the sentences are
 this project's paraphrase of them. Where the paper only names a section (lineage log, write
-examples, success cases, reference programs, memory debug logs) its text is ours. Two additions,
-both needed by mstar's engine and harmless to the template: a run's ablation mode (<mode>, when
-not "all") and the rubric verdicts of a judged case (<rubric_verdicts>). The failure memory
-("already tried") joins the lineage log as entries of their own.
+examples, success cases, reference programs, memory debug logs) its text is ours. Three
+additions, needed by mstar's engine and harmless to the template: a run's ablation mode (<mode>,
+when not "all"), the rubric verdicts of a judged case (<rubric_verdicts>) and where a case's
+answer was lost when the task knows its evidence (<where_lost>, mstar.evaluation.attribution).
+The failure memory ("already tried") joins the lineage log as entries of their own.
 
 The offline reflector reads these prompts through mstar/offline/paper_forms.py.
 """
 from __future__ import annotations
 
 from mstar.prompts.sections import (MAX_DEBUG_LINES, Section, chroma_embeddings_note, concurrent_reads_note,
-                                    conversation_lines, cut, rubric_verdicts, split_cases)
+                                    conversation_lines, cut, rubric_verdicts, split_cases, where_lost,
+                                    where_lost_note)
 
 INTRO = (
     "You are a skilled Python programmer whose specialty is the design of knowledge base systems.\n"
@@ -121,6 +123,7 @@ def _case_block(i: int, c: dict) -> str:
     verdicts = rubric_verdicts(c)
     return (f'<case id="{i}">\n<question>{c["question"]}</question>\n<rationale>{c["expected"]}</rationale>\n'
             f'<model_generation>{c["answer"]}</model_generation>\n<score>{c["score"]:.2f}</score>\n'
+            + (f"<where_lost>\n{lost}\n</where_lost>\n" if (lost := where_lost(c)) else "")
             + (f'<error>{c["error"]}</error>\n' if c.get("error") else "")
             + (f"<rubric_verdicts>\n{verdicts}\n</rubric_verdicts>\n" if verdicts else "")
             + f'<conversation>\n{conversation_lines(c.get("conversation", []))}\n</conversation>\n</case>')
@@ -168,7 +171,7 @@ def paper_reflection_sections(inp, sandbox) -> list[Section]:
                      "or lower. Study which design patterns (use of llm_completion, ChromaDB or SQLite, how fine "
                      "the schema is) go with the scores:\n" + "\n".join(ex) + "\n</reference_programs>", 6))
     cases = [_case_block(i, c) for i, c in enumerate(inp.failed_cases, 1)]
-    out.append(S("underperforming_cases", CASES_INTRO + "\n<underperforming_cases>\n" + "\n".join(cases)
+    out.append(S("underperforming_cases", CASES_INTRO + where_lost_note(inp.failed_cases) + "\n<underperforming_cases>\n" + "\n".join(cases)
                  + "\n</underperforming_cases>", 1))
     out.append(S("task", TASK, 0, True))
     return out

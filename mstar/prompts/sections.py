@@ -84,3 +84,42 @@ def concurrent_reads_note(sandbox) -> str:
             "the knowledge base -- assigns to self.<name> or an item of it, appends to or updates a list or dict "
             "it keeps, writes the database (INSERT, UPDATE, DELETE, commit) or adds to a collection -- makes the "
             "engine run the reads one at a time instead: correct, but each waits for the one before.")
+
+
+_WHERE_LOST = {
+    "not_stored": "never stored -- some evidence did not reach what write() keeps (the raw text or the item "
+                  "fields write() reads), so read() could not return it",
+    "not_retrieved": "not retrieved -- the evidence was written to memory, but read() did not return all of it",
+    "not_used": "retrieved, not used -- read() returned the evidence, and the answer still missed it",
+    "right": "the answer is mostly right",
+}
+
+
+WHERE_LOST_NOTE = ("A case's <where_lost> says at which stage the evidence its answer needs was lost: never "
+                   "stored (change what write() keeps), not retrieved (change how read() finds it), or retrieved "
+                   "and not used (change how read() presents it or how the agent is told to answer).")
+
+
+def where_lost_note(cases: list[dict]) -> str:
+    """" " + WHERE_LOST_NOTE when some case carries an attribution, else ""."""
+    return " " + WHERE_LOST_NOTE if any((c.get("attribution") or {}).get("label") for c in cases) else ""
+
+
+def where_lost(case: dict) -> str:
+    """Where the case's answer was lost (mstar.evaluation.attribution), for the reflector: the stage,
+    then each evidence unit with what became of it -- its text when read() did not return it.
+    "" when the task gives no evidence."""
+    att = case.get("attribution") or {}
+    label = att.get("label")
+    if not label:
+        return ""
+    if label == "unattributed":
+        return f"unattributed -- {att.get('reason') or 'the evidence could not be matched'}"
+    units = att.get("evidence") or []
+    found = sum(1 for e in units if e.get("retrieved"))
+    lines = [f"{_WHERE_LOST.get(label, label)} (evidence recall {found}/{len(units)})"]
+    for e in units:
+        state = "retrieved" if e.get("retrieved") else "kept, not retrieved" if e.get("stored") else "never stored"
+        text = "" if e.get("retrieved") else f": {cut(str(e.get('text', '')), 300)}"
+        lines.append(f"- {e.get('id')} [{state}]{text}")
+    return "\n".join(lines)

@@ -32,6 +32,7 @@ class SeedEvent:
     error: dict | None = None               # the whole-program verdict when the evaluation failed
     case_errors: int = 0                    # cases whose LLM calls failed (scored apart, not as wrong)
     ingest_errors: int = 0                  # episodes not ingested: an LLM call failed (mstar.evaluation.ingest)
+    xray: dict | None = None                # where its static answers were lost (mstar.evaluation.xray.summary)
     llm: dict = field(default_factory=dict)  # the ledger's sums for this step (mstar.llm.ledger)
     timing: dict = field(default_factory=dict)
     seconds: float = 0.0
@@ -64,6 +65,7 @@ class IterationEvent:
     eval_error: dict | None = None
     case_errors: int = 0
     ingest_errors: int = 0
+    xray: dict | None = None                # the child's static X-ray (mstar.evaluation.xray.summary)
     best_static_score: float | None = None  # the pool's best after this iteration
     pool_seen: list = field(default_factory=list)  # program ids in the pool when the iteration began
     llm: dict = field(default_factory=dict)

@@ -6,6 +6,8 @@ Sections (each a <section id=...>, which tests and the browser check look for):
   trajectory  every child's static score by iteration, best so far, misses (paper Figure 3)
   lineage     the tree of programs with deltas, markers and commit titles
   categories  per-category scores of the best program against the seeds
+  xray        where each program's wrong answers were lost (store / read / answer), a stacked bar
+              per program, evidence recall and precision (tasks that know their evidence)
   spend       calls and tokens (and dollars when priced) per role, from llm_usage.jsonl
   diffs       each program's diff against its parent, with the reflector's commit message
 """
@@ -19,9 +21,10 @@ from mstar.run.views import LineageNode, RunView, case_errors_text, lineage_tree
 from mstar.run.progress import format_count
 from mstar.run.plots import categories_svg, spend_svg, svg_ids_unique, trajectory_svg
 from mstar.run.spend import total
+from mstar.run.xray_text import category_lines, stage_counts
 from sandbox.engine.terminal import terminal_safe
 
-SECTIONS = ("summary", "trajectory", "lineage", "categories", "spend", "diffs")
+SECTIONS = ("summary", "trajectory", "lineage", "categories", "xray", "spend", "diffs")
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;color:#212121;
@@ -195,6 +198,45 @@ def _categories(view: RunView, nodes: list[LineageNode]) -> str:
             f"category.</p><table><tr><th></th>{head}</tr>{rows}</table>{test_row}")
 
 
+STAGE_COLORS = {"lost at store": "#8d6e63", "lost at read": "#ef6c00", "lost at answer": "#fbc02d",
+                "right": "#2e7d32"}
+
+
+def _stage_bar(xray: dict) -> str:
+    """A small stacked bar (inline HTML, 160 px): the program's static cases by where they were lost."""
+    counts = stage_counts(xray)
+    n = sum(c for _, c in counts) or 1
+    parts = "".join(f"<span title='{name}: {c}' style='display:inline-block;height:12px;width:{160 * c / n:.1f}px;"
+                    f"background:{STAGE_COLORS[name]}'></span>" for name, c in counts if c)
+    return f"<span style='display:inline-block;width:160px;background:#eceff1;line-height:0'>{parts}</span>"
+
+
+def _xray(view: RunView, nodes: list[LineageNode]) -> str:
+    scored = {e.program_id: e.xray for e in view.events
+              if isinstance(e, (ev_types.SeedEvent, ev_types.IterationEvent)) and e.program_id and e.xray}
+    rows = [(n, scored[n.program_id]) for n in nodes if n.program_id in scored]
+    if not rows:
+        return ("<p class='muted'>No X-ray: this task gives no evidence per question (LoCoMo, the sample task, "
+                "ALFWorld games and JSONL tasks with an <code>evidence</code> field do), or the run predates it.</p>")
+    legend = " ".join(f"<span style='color:{c}'>&#9632;</span> {_e(name)}" for name, c in STAGE_COLORS.items())
+    head = ("<tr><th>program</th><th>static</th><th>where its static answers were lost</th><th>evidence recall</th>"
+            "<th>precision</th><th>score when retrieved</th><th>unattributed</th></tr>")
+    body = "".join(
+        f"<tr><td class='id'>{_e(n.label)}</td><td class='num'>{_score(n.static_score)}</td><td>{_stage_bar(x)} "
+        f"<span class='muted'>{_e(' / '.join(str(c) for _, c in stage_counts(x)))}</span></td>"
+        f"<td class='num'>{_score(x.get('recall'))}</td><td class='num'>{_score(x.get('precision'))}</td>"
+        f"<td class='num'>{_score(x.get('score_when_retrieved'))}</td>"
+        f"<td class='num'>{_e((x.get('labels') or {}).get('unattributed', 0))}</td></tr>" for n, x in rows)
+    best = next((x for n, x in rows if n.best), None)
+    cats = "".join(f"<li>{_e(line)}</li>" for line in category_lines(best))
+    return (f"<p>{legend}</p><table>{head}{body}</table>"
+            + (f"<p>Best program, per category:</p><ul class='muted'>{cats}</ul>" if cats else "")
+            + "<p class='muted'>Lost at store: the evidence never reached what write() keeps; at read: kept, "
+              "but read() did not return it; at answer: returned, and the answer still wrong. Evidence recall: "
+              "share of the evidence in read()'s output; precision: share of that output that is evidence "
+              "(mstar/evaluation/attribution.py states the matching rule).</p>")
+
+
 def _spend(view: RunView) -> str:
     spend = view.spend()
     if not spend:
@@ -264,6 +306,7 @@ def build_report(view: RunView) -> str:
                          "seeds at iteration 0; iterations that produced no child on the floor of the plot.</p>"),
         "lineage": ("Lineage", _tree_html(roots)),
         "categories": ("Per-category scores: best program against the seeds", _categories(view, nodes)),
+        "xray": ("Memory X-ray: where the answers were lost", _xray(view, nodes)),
         "spend": ("Spend per role", _spend(view)),
         "diffs": ("Programs and their diffs against the parent", _diffs(view, nodes)),
     }

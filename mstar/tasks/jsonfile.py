@@ -3,7 +3,8 @@
     {"name": str, "description": str, "metric": "token_f1" | ..., "train_ratio": int | null?,
      "episodes":   [{"id": str, "text": str, "meta": {...}?}, ...],
      "validation": [{"id": str, "question": str, "answer": str | number,
-                     "category": str | null?, "meta": {...}?}, ...],
+                     "category": str | null?, "meta": {...}?,
+                     "evidence": str | [str | {"text", "episode"?}]?}, ...],
      "test":       [same as validation]}
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mstar.tasks import evidence
 from mstar.tasks.io import (answer_text, category_text, check_unique, fail, optional_meta, read_json,
                             required_str)
 from mstar.tasks.model import Episode, QueryItem, Task, TaskError, metric_names
@@ -27,8 +29,14 @@ def _query(obj: Any, source: str, where: str) -> QueryItem:
     if not isinstance(obj, dict):
         raise fail(source, where, f"expected an object, got {type(obj).__name__}")
     answer = answer_text(obj, source, where)
+    meta = optional_meta(obj, source, where)
+    if "evidence" in obj:   # what the answer rests on, for the memory X-ray (mstar.tasks.evidence)
+        try:
+            meta = evidence.with_evidence(meta, *evidence.parse_evidence(obj["evidence"], where))
+        except ValueError as exc:
+            raise fail(source, where, str(exc).removeprefix(f"{where}: ")) from None
     return QueryItem(required_str(obj, "id", source, where), required_str(obj, "question", source, where),
-                     answer, category_text(obj, source, where), optional_meta(obj, source, where))
+                     answer, category_text(obj, source, where), meta)
 
 
 def task_from_dict(data: Any, source: str, default_name: str = "task") -> Task:
@@ -51,6 +59,9 @@ def task_from_dict(data: Any, source: str, default_name: str = "task") -> Task:
     test = tuple(_query(o, source, f"test[{i}]") for i, o in enumerate(sections["test"]))
     check_unique([e.id for e in episodes], source, "episodes")
     check_unique([q.id for q in validation + test], source, "validation+test")
+    known = {e.id for e in episodes}
+    validation = tuple(evidence.check_episodes(list(validation), known))
+    test = tuple(evidence.check_episodes(list(test), known))
     metric = data.get("metric", "token_f1")
     if metric not in metric_names():
         raise fail(source, "metric", f"unknown metric {metric!r}; known metrics: {', '.join(metric_names())}")

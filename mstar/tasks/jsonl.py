@@ -5,6 +5,7 @@
                                             "id": str?, "category": str | int | null?,
                                             "split": "validation" | "test"?,   (default validation)
                                             "rubric": [{"criterion": str, "points": number}]?,
+                                            "evidence": str | [str | {"text", "episode"?}]?,
                                             "meta": {...}?}
     test.jsonl       optional: more queries, all of them test
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from mstar.tasks import evidence
 from mstar.tasks.io import (answer_text, category_text, fail, iter_jsonl, optional_meta, read_text,
                             required_str)
 from mstar.tasks.model import Episode, QueryItem, Task, TaskError, gold_problem, metric_names
@@ -64,6 +66,11 @@ def read_queries(path: Path, metric: str, default_split: str = "validation", see
         meta = dict(optional_meta(obj, source, where))
         if "rubric" in obj:
             meta["rubric"] = obj["rubric"]
+        if "evidence" in obj:   # what the answer rests on, for the memory X-ray (mstar.tasks.evidence)
+            try:
+                meta = evidence.with_evidence(meta, *evidence.parse_evidence(obj["evidence"], where))
+            except ValueError as exc:
+                raise fail(source, where, str(exc).removeprefix(f"{where}: ")) from None
         answer = "" if metric == "rubric" and "answer" not in obj else answer_text(obj, source, where)
         split = obj.get("split", default_split)
         if split not in parts:
@@ -85,6 +92,8 @@ def build_task(name: str, episodes_path: Path, queries_path: Path, test_path: Pa
     validation, test = read_queries(queries_path, metric, seen=seen)
     if test_path is not None:
         test += read_queries(test_path, metric, default_split="test", seen=seen)[1]
+    known = {ep.id for ep in episodes}
+    validation, test = evidence.check_episodes(validation, known), evidence.check_episodes(test, known)
     if not validation:
         raise TaskError(f"{queries_path}: no validation queries (every line has \"split\": \"test\")")
     return Task(name, tuple(episodes), tuple(validation), tuple(test), metric,

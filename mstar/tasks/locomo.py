@@ -18,7 +18,9 @@ the paper's Table 12: 1 single-hop, 2 temporal, 3 causal, 4 open-domain (its 100
 multi-hop, 2 temporal, 3 open-domain, 4 single-hop -- see docs/tasks.md; the upstream number is
 kept in each query's meta["category_id"]. Integer answers (2022, 3) become strings. Evidence
 ids are normalised leniently ("D8:6; D9:17" -> two ids, "D:11:26" -> "D11:26", a bare "D" is
-dropped) because six upstream entries are malformed.
+dropped) because six upstream entries are malformed. Each id is resolved to the text of its turn
+(meta["evidence_text"], for the memory X-ray: mstar.tasks.evidence); a question whose evidence
+names no turn or is empty (7 of 1,540) is "unattributed" (meta["evidence_problem"]).
 
 Split (M*, load_locomo(seed=42) + split_val_test(test_size=100, seed=42)): the 10 conversations
 are shuffled with random.Random(42); all 272 sessions are training episodes in that order; the
@@ -32,6 +34,7 @@ import random
 import re
 from pathlib import Path
 
+from mstar.tasks import evidence
 from mstar.tasks.io import fail, read_json
 from mstar.tasks.model import Episode, QueryItem, Task, TaskError
 
@@ -45,14 +48,18 @@ _SESSION_RE = re.compile(r"^session_(\d+)$")
 _EVIDENCE_RE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 
 
+def turn_line(turn: dict) -> str:
+    """One turn as the episode shows it: speaker, text on one line, the image caption in brackets."""
+    text = " ".join(str(turn["text"]).split())
+    caption = turn.get("blip_caption")
+    if isinstance(caption, str) and caption.strip():
+        text = f"{text} [shares {' '.join(caption.split())}]"
+    return f"{turn['speaker']}: {text}"
+
+
 def session_text(number: int, date_time: str, speakers: tuple[str, str], turns: list[dict]) -> str:
     lines = [f"[{date_time.strip()}] Session {number} — {speakers[0]} and {speakers[1]}"]
-    for turn in turns:
-        text = " ".join(str(turn["text"]).split())
-        caption = turn.get("blip_caption")
-        if isinstance(caption, str) and caption.strip():
-            text = f"{text} [shares {' '.join(caption.split())}]"
-        lines.append(f"{turn['speaker']}: {text}")
+    lines += [turn_line(turn) for turn in turns]
     return "\n".join(lines)
 
 
@@ -68,7 +75,7 @@ def normalise_evidence(raw) -> tuple[list[str], list[str]]:
     return ids, dropped
 
 
-def _conversation(sample: dict, source: str, where: str) -> tuple[str, list[Episode]]:
+def _conversation(sample: dict, source: str, where: str) -> tuple[str, list[Episode], dict]:
     sample_id = sample.get("sample_id")
     if not isinstance(sample_id, str) or not sample_id:
         raise fail(source, where, "missing 'sample_id' string")
@@ -81,7 +88,7 @@ def _conversation(sample: dict, source: str, where: str) -> tuple[str, list[Epis
     numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION_RE.match(k)))
     if not numbers:
         raise fail(source, f"{sample_id}.conversation", "has no 'session_<n>' lists")
-    episodes = []
+    episodes, turn_at = [], {}
     for n in numbers:
         key = f"session_{n}"
         turns, date_time = conv[key], conv.get(f"{key}_date_time")
@@ -96,10 +103,26 @@ def _conversation(sample: dict, source: str, where: str) -> tuple[str, list[Epis
         episodes.append(Episode(f"{sample_id}/{key}", session_text(n, date_time, speakers, turns),
                                 {"sample_id": sample_id, "session": n, "date_time": date_time.strip(),
                                  "speakers": list(speakers)}))
-    return sample_id, episodes
+        # Dialogue ids are D<session>:<turn>, turns counted from 1 (checked on all 5,882 turns).
+        turn_at.update({(n, i): (f"{sample_id}/{key}", turn_line(t)) for i, t in enumerate(turns, 1)})
+    return sample_id, episodes, turn_at
 
 
-def _queries(sample: dict, sample_id: str, source: str) -> list[QueryItem]:
+def _evidence(ids: list[str], dropped: list[str], turn_at: dict) -> tuple[list[dict], list[str]]:
+    """The turns the evidence ids name, as units for the memory X-ray (mstar.tasks.evidence);
+    an id naming no turn (9 upstream entries do, e.g. "D10:19" in conv-42) is a problem."""
+    units, problems = [], [f"evidence entry {d!r} holds no dialogue id" for d in dropped]
+    for uid in ids:
+        session, turn = (int(x) for x in uid[1:].split(":"))
+        if (session, turn) not in turn_at:
+            problems.append(f"evidence id {uid} names no turn")
+            continue
+        episode, text = turn_at[(session, turn)]
+        units.append(evidence.unit(uid, text, episode))
+    return units, problems
+
+
+def _queries(sample: dict, sample_id: str, source: str, turn_at: dict) -> list[QueryItem]:
     qa = sample.get("qa")
     if not isinstance(qa, list):
         raise fail(source, sample_id, "missing 'qa' list")
@@ -118,12 +141,13 @@ def _queries(sample: dict, sample_id: str, source: str) -> list[QueryItem]:
             raise fail(source, where, "missing 'question' string")
         if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
             raise fail(source, where, f"'answer' must be a string or number, got {answer!r:.40}")
-        evidence, dropped = normalise_evidence(q.get("evidence", []))
-        meta = {"sample_id": sample_id, "qa_index": i, "category_id": cat, "evidence": evidence,
+        ids, dropped = normalise_evidence(q.get("evidence", []))
+        meta = {"sample_id": sample_id, "qa_index": i, "category_id": cat, "evidence": ids,
                 "evidence_sessions": [f"{sample_id}/session_{n}"
-                                      for n in sorted({int(e[1:].split(":")[0]) for e in evidence})]}
+                                      for n in sorted({int(e[1:].split(":")[0]) for e in ids})]}
         if dropped:
             meta["evidence_unparsed"] = dropped
+        meta = evidence.with_evidence(meta, *_evidence(ids, dropped, turn_at))
         out.append(QueryItem(f"{sample_id}/qa{i}", question, str(answer), CATEGORY_NAMES[cat], meta))
     return out
 
@@ -151,12 +175,12 @@ def load_locomo(data: str | None) -> Task:
     queries: list[QueryItem] = []
     seen: set[str] = set()
     for position, sample in order:
-        sample_id, eps = _conversation(sample, source, f"[{position}]")
+        sample_id, eps, turn_at = _conversation(sample, source, f"[{position}]")
         if sample_id in seen:
             raise fail(source, sample_id, "duplicate sample_id")
         seen.add(sample_id)
         episodes += eps
-        queries += _queries(sample, sample_id, source)
+        queries += _queries(sample, sample_id, source, turn_at)
     if len(queries) < 2:
         raise TaskError(f"{source}: only {len(queries)} QA pairs in categories 1-4; a task needs validation queries")
     random.Random(SPLIT_SEED).shuffle(queries)

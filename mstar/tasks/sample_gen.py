@@ -34,6 +34,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from mstar.tasks import sample_vocab as v
+from mstar.tasks.evidence import unit, with_evidence
 from mstar.tasks.model import Episode, QueryItem, Task
 from mstar.tasks.sample_facts import (EVENT_KINDS, KINDS, REPEATABLE, STATIC_KINDS, UPDATED, Fact,
                                       Person, Pools, POOLS, other_name, say_updated)
@@ -364,7 +365,8 @@ def generate_sample(seed: int = DEFAULT_SEED, size: float = DEFAULT_SIZE) -> Tas
     for p in people:
         questions += fact_questions(rng, facts[p.name]) + updated_questions(facts[p.name])
         questions += multi_hop_questions(rng, facts[p.name], unique, 3)
-    items = [_item(i, q) for i, q in enumerate(questions, 1)]
+    texts = {ep.id: ep.text.split("\n") for ep in episodes}
+    items = [_item(i, q, texts) for i, q in enumerate(questions, 1)]
     val_ids: set[str] = set()
     for cat in sorted({q.category for q in items}):
         ids = [q.id for q in items if q.category == cat]
@@ -383,8 +385,13 @@ def generate_sample(seed: int = DEFAULT_SEED, size: float = DEFAULT_SIZE) -> Tas
     )
 
 
-def _item(i: int, q: Question) -> QueryItem:
+def _item(i: int, q: Question, texts: dict[str, list[str]]) -> QueryItem:
     evidence = list(dict.fromkeys(f.episode for f in q.facts))
-    return QueryItem(f"q{i:04d}", _articles(q.question), q.answer, q.category, {
-        "conversation": evidence[0].split("_")[0], "evidence": evidence,
-        "answer_turns": [f"{f.episode}:{line}" for f in q.facts for line in f.lines]})
+    turns = [f"{f.episode}:{line}" for f in q.facts for line in f.lines]
+    meta = {"conversation": evidence[0].split("_")[0], "evidence": evidence, "answer_turns": turns}
+    # The memory X-ray's evidence (mstar.tasks.evidence): the lines that state the facts, and for
+    # a temporal question the date line of the session it was said in -- the answer is there.
+    units = [unit(t, texts[t.split(":")[0]][int(t.split(":")[1])], t.split(":")[0]) for t in turns]
+    if q.category == "temporal":
+        units += [unit(f"{ep}:0", texts[ep][0], ep) for ep in evidence]
+    return QueryItem(f"q{i:04d}", _articles(q.question), q.answer, q.category, with_evidence(meta, units, []))

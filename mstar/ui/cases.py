@@ -5,9 +5,9 @@ A program's cases live in cases/<id>.<split>.json (static: the validation items 
 is scored on; test: the held-out set, for the programs the run tested). "Changed against the
 parent" compares a question's score with the parent's on the same question of the same split.
 
-Attribution (where an answer was lost: writing, retrieval or answering) is not computed yet; a
-case record that carries an `attribution` field has it passed through whole, and the case page
-shows it in its own marked place, else nothing.
+Attribution (where an answer was lost: never stored, not retrieved, not used; the memory X-ray,
+mstar/evaluation/attribution.py) is passed through whole from the case record's `attribution`
+field, and the case page shows it in its own marked place; tasks without evidence have none.
 """
 from __future__ import annotations
 

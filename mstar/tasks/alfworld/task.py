@@ -5,7 +5,8 @@ play, metric "success"). Each query item is a game:
     question  the goal text ("put some apple on fridge")     category  the task type
     answer    the expert plan joined by " > " when known (for readers; never scored)
     meta      {"interactive": True, "task_type", "game_file", "split",
-               "env": {"factory": "mstar.tasks.alfworld.env:AlfworldEnv", "kwargs": {"game_file"}}}
+               "env": {"factory": "mstar.tasks.alfworld.env:AlfworldEnv", "kwargs": {"game_file"}},
+               "evidence_text": the plan's take / appliance steps (mstar.tasks.evidence.plan_evidence)}
 The evaluator plays it through mstar.interactive.evaluate_case.play_case; corrupt games (no
 admissible command at reset, paper Appendix K) are found there and counted apart, not scored.
 
@@ -22,17 +23,20 @@ from mstar.tasks.alfworld.data import (GameRecord, find_root, known_plan, list_g
                                        read_game, split_dir, split_eval)
 from mstar.tasks.alfworld.expert import cached_plan, expert_trajectories, trajectory_text
 from mstar.tasks.alfworld.synth import SYNTH_VERSION, plan_split, write_games
+from mstar.tasks.evidence import plan_evidence, with_evidence
 from mstar.tasks.model import Episode, QueryItem, Task, TaskError
 
 DEFAULT_CACHE = Path(".mstar-cache")   # beside the LLM response cache, as the CLI's other caches
 
 
 def _item(record: GameRecord, goal: str, plan: list[str]) -> QueryItem:
-    return QueryItem(
-        id=record.name, question=goal, answer=" > ".join(plan), category=record.task_type,
-        meta={"interactive": True, "task_type": record.task_type, "game_file": record.game_file,
-              "split": record.name.split("/", 1)[0],
-              "env": {"factory": FACTORY, "kwargs": {"game_file": record.game_file}}})
+    meta = {"interactive": True, "task_type": record.task_type, "game_file": record.game_file,
+            "split": record.name.split("/", 1)[0],
+            "env": {"factory": FACTORY, "kwargs": {"game_file": record.game_file}}}
+    # The memory X-ray's evidence: where the expert found the object, which appliance it used.
+    units, problems = plan_evidence(plan) if plan else ([], ["no expert plan is known for this game"])
+    return QueryItem(id=record.name, question=goal, answer=" > ".join(plan), category=record.task_type,
+                     meta=with_evidence(meta, units, problems))
 
 
 def _episodes(train: list[GameRecord], cache_dir: Path, workers: int | None) -> tuple[list[Episode], int]:

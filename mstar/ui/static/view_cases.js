@@ -72,6 +72,27 @@ M.views.cases = {
   },
 };
 
+// The memory X-ray of one case (mstar/evaluation/attribution.py): the stage where the answer was
+// lost, then each evidence unit with what became of it. Every string goes in as text.
+const STAGES = {not_stored: "never stored", not_retrieved: "stored, not retrieved",
+  not_used: "retrieved, not used", right: "right", unattributed: "unattributed"};
+
+function attributionBlock(a) {
+  if (typeof a !== "object" || a === null) return M.pre(String(a));
+  const units = Array.isArray(a.evidence) ? a.evidence : [];
+  return [
+    M.kv([["stage", STAGES[a.label] || String(a.label)], ["why", a.reason || null],
+      ["evidence recall", a.recall != null ? M.score(a.recall) : null],
+      ["precision", a.precision != null ? M.score(a.precision) : null]]),
+    units.length ? h("ul", {class: "evidence"}, units.map((e) => h("li", null,
+      h("span", {class: "id"}, String(e.id)), " ",
+      h("span", {class: e.retrieved ? "ok" : "warn"},
+        e.retrieved ? "retrieved" : e.stored ? "stored, not retrieved" : "never stored"),
+      e.overlap != null ? ` (overlap ${Number(e.overlap).toFixed(2)})` : "",
+      M.pre(e.text)))) : null,
+  ];
+}
+
 function writesBlock(writes) {
   return writes.map((w, i) => h("details", {class: "write"},
     h("summary", null, `${i + 1}. episode ${w.episode_id || "?"}`, w.error ? h("span", {class: "error"}, " (write failed)") : null,
@@ -96,10 +117,9 @@ M.views.kase = {
       M.kv([["category", c.category], ["score", scored ? M.score(c.score) : "not scored"],
         ["parent", p ? [M.a(M.link.kase(run, d.parent_id, split, qid), d.parent_id, "id"), " scored ", M.score(p.score)] : null],
         ["compare", d.parent_id ? M.a(M.link.compare(run, id, d.parent_id, split), "all questions against the parent") : null]]),
-      // Where the answer was lost (writing, retrieval, answering): shown when a case record
-      // carries an `attribution` field (issue 31); until then, nothing.
+      // Where the answer was lost (the memory X-ray): when the task gives its evidence.
       d.attribution != null ? M.section("attribution", "Where the answer was lost",
-        typeof d.attribution === "string" ? M.pre(d.attribution) : M.json(d.attribution)) : null,
+        attributionBlock(d.attribution)) : null,
       M.section("question", "Question", M.pre(c.question, "question"), h("h3", null, "expected"), M.pre(c.expected),
         h("h3", null, "answer"), M.pre(c.answer, "answer"),
         c.score_details && Object.keys(c.score_details).length ? [h("h3", null, "score details"), M.json(c.score_details)] : null,
