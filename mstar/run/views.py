@@ -224,7 +224,8 @@ class RunView:
         if self.summary and self.summary.get("best_id"):
             return self.summary["best_id"]
         scored = [n for n in lineage_nodes(self.events) if n.program_id and n.static_score is not None]
-        return max(scored, key=lambda n: (n.static_score, -scored.index(n))).program_id if scored else None
+        # enumerate, not scored.index(n) in the key: that was quadratic (0.8 s at 1,000 iterations)
+        return max(enumerate(scored), key=lambda p: (p[1].static_score, -p[0]))[1].program_id if scored else None
 
     def nodes(self) -> list[LineageNode]:
         return lineage_nodes(self.events, self.best_id)
