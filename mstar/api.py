@@ -17,7 +17,13 @@ toolkit LLM calls are served from this process, so your API key never enters the
   - a callable `messages -> str` (OpenAI chat messages in, reply text out);
   - an OpenAI-compatible client (`openai.OpenAI(...)`), with `model="..."`;
   - an `mstar.llm.router.LLMRouter` (its "task" and "toolkit" roles are used);
+  - an `mstar.config.LLMConfig` -- what `mstar evolve --config/--base-url/--model ...` resolves to
+    (`llm_config(...)` below takes the same options): a router is made from it;
   - "offline" (default): mstar's deterministic offline stand-ins, for trying things without a key.
+
+A memory that survives restarts: `MemoryProgram.open(path, store="my-memory", namespace="alice")`
+keeps every write in a log under the store folder and replays it into a fresh worker when opened
+again (mstar.memory; the same store `mstar serve` serves over MCP).
 """
 from __future__ import annotations
 
@@ -55,6 +61,31 @@ class Answer:
     error: str | None = None                      # read() raised or timed out; answered from no memory
 
 
+def llm_config(config: str | None = None, *, base_url: str | None = None, model: str | None = None,
+               api_key_env: str = "OPENAI_API_KEY", offline_roles: tuple[str, ...] = (),
+               overrides: tuple[str, ...] = (), cache_dir: str | None = None, no_cache: bool = False):
+    """The LLM configuration `mstar evolve` would use with these options (--config FILE,
+    --base-url, --model, --api-key-env, --offline-role, --llm KEY=VALUE, --cache-dir, --no-cache):
+    offline unless a file, an endpoint or a model says otherwise. Pass it as `llm=`."""
+    from mstar.llm.settings import resolve_llm_config
+    return resolve_llm_config(config, base_url=base_url, model=model, api_key_env=api_key_env,
+                              offline_roles=offline_roles, overrides=overrides, cache_dir=cache_dir,
+                              no_cache=no_cache)
+
+
+def as_router(llm: Any) -> Any:
+    """An LLMConfig becomes a router (one for both roles); anything else is returned as it is."""
+    from mstar.config import LLMConfig
+    if isinstance(llm, LLMConfig):
+        from mstar.llm.router import LLMRouter
+        from mstar.llm.types import LLMError
+        try:
+            return LLMRouter.from_config(llm)
+        except LLMError as exc:
+            raise MemoryProgramError(str(exc)) from None
+    return llm
+
+
 def _as_llm_fn(llm: Any, role: str, model: str | None) -> LLMFn:
     if isinstance(llm, str):
         if llm != "offline":
@@ -90,6 +121,8 @@ class MemoryProgram:
                  limits: SandboxLimits | None = None, name: str = "program"):
         self.name = name
         self.sandbox = sandbox or SandboxConfig()
+        llm = as_router(llm)
+        toolkit_llm = as_router(toolkit_llm)
         self._task_llm = _as_llm_fn(llm, "task", model)
         self._toolkit_llm = _as_llm_fn(toolkit_llm if toolkit_llm is not None else llm, "toolkit", model)
         self._session = ProgramSession(source, allowed_imports=self.sandbox.allowed_imports,
@@ -109,6 +142,24 @@ class MemoryProgram:
             raise FileNotFoundError(f"memory program file {path} does not exist")
         return cls(path.read_text(encoding="utf-8"), name=path.stem, **kwargs)
 
+    @classmethod
+    def open(cls, path: str | Path | None, *, store: str | Path, namespace: str = "default",
+             **kwargs: Any) -> "StoredMemory":
+        """A memory kept in the store folder `store`: every `ingest` is logged (and fsync'd) before
+        it returns, and opening the store again -- in this or another process -- replays the log
+        into a fresh worker, so what was remembered is there after a restart. A new store is made
+        for the program at `path`; an existing store must hold the same program (`path` may be
+        None to use the store's own). `namespace` picks one knowledge base of the store (a user,
+        an agent). Same kwargs as the class, plus `on_warning` (a callable taking one line).
+        The same store can be served over MCP with `mstar serve`; one process holds a namespace
+        at a time."""
+        from mstar.memory.service import StoredMemory
+        return StoredMemory.open(path, store=store, namespace=namespace, **kwargs)
+
+    @property
+    def alive(self) -> bool:
+        return self._session.alive()
+
     @property
     def worker_pid(self) -> int | None:
         """The sandbox worker's process id (not this process)."""
@@ -127,22 +178,32 @@ class MemoryProgram:
 
     def ingest(self, text: str) -> Ingested:
         """Extract a KnowledgeItem from `text` with the task LLM and write it to the memory."""
+        return self.write_extracted(self.extract(text), text)
+
+    def extract(self, text: str) -> Ingested:
+        """The KnowledgeItem the task LLM extracts from `text` (nothing is written yet)."""
         self._check_alive()
         msgs = agent.build_extraction_messages(self.constants["INSTRUCTION_KNOWLEDGE_ITEM"], text,
                                                self.info.knowledge_item_schema)
         reply, err = self._llm(self._task_llm, msgs)
         obj, warn = agent.parse_json_object(reply) if err is None else (None, f"task LLM failed: {err}")
         item, warns = agent.fill_fields(obj, self.info.knowledge_item_schema)
-        out = Ingested(item, ([warn] if warn else []) + warns)
+        return Ingested(item, ([warn] if warn else []) + warns)
+
+    def write_extracted(self, out: Ingested, text: str) -> Ingested:
+        """write() an extracted item (`extract`); a write() that raised is noted in `out.error`,
+        one that took the worker down raises MemoryProgramError."""
+        self._check_alive()
         try:
-            out.logs = self._session.write(item, text).logs
+            out.logs = self._session.write(out.item, text).logs
         except SandboxError as exc:
             out.error = str(exc)
             self._check_alive()
         return out
 
-    def ask_detailed(self, question: str) -> Answer:
-        """Formulate a Query, read() the memory, answer from what it returned."""
+    def ask_detailed(self, question: str, answer: bool = True) -> Answer:
+        """Formulate a Query, read() the memory, answer from what it returned (`answer=False`:
+        stop after the read; `Answer.answer` stays empty)."""
         self._check_alive()
         msgs = agent.build_query_messages(self.constants["INSTRUCTION_QUERY"], question, self.info.query_schema)
         reply, err = self._llm(self._task_llm, msgs)
@@ -155,6 +216,8 @@ class MemoryProgram:
         except SandboxError as exc:
             result.error = str(exc)
             self._check_alive()
+        if not answer:
+            return result
         a_msgs = agent.build_answer_messages(self.constants["ALWAYS_ON_KNOWLEDGE"], result.retrieved, question,
                                              self.constants["INSTRUCTION_RESPONSE"])
         reply, err = self._llm(self._task_llm, a_msgs)
