@@ -20,8 +20,9 @@ Reads (`recall`) share the lock with each other and run concurrently as in an ev
 the sandbox's `parallel_reads`); they wait for a write in progress. Reads are not logged: a
 program whose read() changes its knowledge base loses those changes when the namespace reopens.
 
-A replay whose write() fails where the original did not (or the reverse), or that takes the
-worker down, leaves the namespace read-only (or unusable) with the error named.
+A replay whose write() fails where the original did not (or the reverse) leaves the namespace
+read-only (recall still answers from the writes before it); one that takes the worker down leaves
+it unusable until it is closed; both with the error named in every answer.
 """
 from __future__ import annotations
 
@@ -108,6 +109,7 @@ class Namespace:
         self.tape = ToolkitTape(self._toolkit_live)
         self.read_only = ""          # why writes are refused (a replay that failed), when they are
         self.broken = ""             # why this worker must be replaced (the pool reopens the namespace)
+        self.dead = ""               # why the replay left no worker (the namespace answers with this)
         self.replayed = 0
         self.open_s = 0.0
         self.warnings: list[str] = []
@@ -145,9 +147,10 @@ class Namespace:
                 try:
                     self.memory.write_extracted(out, rec.text)
                 except MemoryProgramError as exc:
-                    self.broken = self.read_only = (f"replaying write {rec.seq} of {len(records)} took the program's "
-                                                    f"worker down: {_one_line(exc)}")
-                    self._note(f"namespace {self.name!r}: {self.read_only}")
+                    # Not `broken`: reopening would replay into the same failure at every request.
+                    self.dead = self.read_only = (f"replaying write {rec.seq} of {len(records)} took the program's "
+                                                  f"worker down: {_one_line(out.error or exc)}")
+                    self._note(f"namespace {self.name!r} cannot be used: {self.dead}")
                     return
             self.replayed += 1
             if bool(out.error) != bool(rec.error):
@@ -179,6 +182,8 @@ class Namespace:
         return self.log.count if self.log is not None else 0
 
     def _usable(self) -> MemoryProgram:
+        if self.dead:
+            raise StoreError(f"namespace {self.name!r} cannot be used: {self.dead}")
         if self.broken:
             raise StoreError(f"namespace {self.name!r} is reopening ({self.broken}); ask again")
         assert self.memory is not None
@@ -207,7 +212,7 @@ class Namespace:
                 try:
                     memory.write_extracted(extracted, text)
                 except MemoryProgramError as exc:
-                    raise self._lost(exc, "; the text was not remembered") from None
+                    raise self._lost(extracted.error or exc, "; the text was not remembered") from None
             rec = LogRecord(seq=self.log.count + 1, text=text, item=extracted.item, toolkit=replies,
                             error=extracted.error, at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"))
             try:
@@ -229,15 +234,19 @@ class Namespace:
                 raise self._lost(exc, "") from None
 
     def _writable(self) -> None:
+        if self.dead:
+            raise StoreError(f"namespace {self.name!r} cannot be used: {self.dead}")
         if self.read_only:
             raise StoreError(f"namespace {self.name!r} is read-only: {self.read_only}")
 
-    def _lost(self, exc: Exception, what: str) -> StoreError:
+    def _lost(self, exc: object, what: str) -> StoreError:
+        if self.dead:
+            return StoreError(f"namespace {self.name!r} cannot be used: {self.dead}")
         self.broken = self.broken or f"its worker is gone: {_one_line(exc, 200)}"
         return StoreError(f"namespace {self.name!r}: the program's worker is gone ({_one_line(exc, 200)}){what}; "
                           "the namespace reopens from its log at the next request")
 
     def status(self) -> dict:
         return {"namespace": self.name, "writes": self.writes, "replayed": self.replayed,
-                "open_s": round(self.open_s, 3), "read_only": self.read_only or None,
+                "open_s": round(self.open_s, 3), "read_only": self.read_only or None, "unusable": self.dead or None,
                 "worker_pid": self.memory.worker_pid if self.memory is not None else None}
