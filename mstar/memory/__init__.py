@@ -1,6 +1,7 @@
 """Where the winner goes after a run: a memory that survives restarts, serves many users, and
-plugs into agents over MCP. Built on the public API (mstar.api) and the sandbox; the commands
-(`mstar serve`, `mstar memory`) are thin shells over it.
+plugs into agents over MCP. Built on the program behind the public API (mstar.program.loaded, what
+mstar.api.MemoryProgram is; `MemoryProgram.open` opens a store from here) and the sandbox; the
+commands (`mstar serve`, `mstar memory`) are thin shells over it.
 
   module        the idea                                                   the rule it keeps
   log.py        a namespace's write log: one checksummed JSON line per     fsync'd before a write is acknowledged;

@@ -1,8 +1,8 @@
 """One namespace of a store: its write log and the sandbox worker that holds its knowledge base.
 
-Opening = lock the log, start a fresh worker (mstar.api.MemoryProgram: the same gates, limits
-and prompts as during evolution), and replay every logged write into it, the toolkit LLM
-answering from the log (mstar.memory.tape). Nothing of the program's state is saved or pickled:
+Opening = lock the log, start a fresh worker (mstar.program.loaded, what mstar.api.MemoryProgram
+is: the same gates, limits and prompts as during evolution), and replay every logged write into
+it, the toolkit LLM answering from the log (mstar.memory.tape). Nothing of the program's state is saved or pickled:
 the knowledge base is rebuilt by the program itself from what it was given.
 
 A write (`remember`): the task LLM extracts the KnowledgeItem (outside any lock: extractions of
@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from mstar.api import Answer, Ingested, MemoryProgram, MemoryProgramError, _as_llm_fn
+from mstar.program.loaded import Answer, Ingested, MemoryProgramError, SandboxedProgram, _as_llm_fn
 from mstar.memory.log import LogError, LogRecord, WriteLog
 from mstar.memory.store import StoreError, StoreFolder
 from mstar.memory.tape import ToolkitTape
@@ -105,7 +105,7 @@ class Namespace:
         self._warn = on_warning or (lambda message: None)
         self._rw = ReadWriteLock()
         self.log: WriteLog | None = None
-        self.memory: MemoryProgram | None = None
+        self.memory: SandboxedProgram | None = None
         self.tape = ToolkitTape(self._toolkit_live)
         self.read_only = ""          # why writes are refused (a replay that failed), when they are
         self.broken = ""             # why this worker must be replaced (the pool reopens the namespace)
@@ -125,7 +125,7 @@ class Namespace:
             self.log = None
             raise StoreError(f"namespace {self.name!r}: {exc}") from None
         try:
-            self.memory = MemoryProgram(self.folder.source, llm=self._task_llm, toolkit_llm=self.tape,
+            self.memory = SandboxedProgram(self.folder.source, llm=self._task_llm, toolkit_llm=self.tape,
                                         model=self._model, sandbox=self._sandbox, limits=self._limits,
                                         name=self.folder.name)
         except SandboxError as exc:
@@ -181,7 +181,7 @@ class Namespace:
     def writes(self) -> int:
         return self.log.count if self.log is not None else 0
 
-    def _usable(self) -> MemoryProgram:
+    def _usable(self) -> SandboxedProgram:
         if self.dead:
             raise StoreError(f"namespace {self.name!r} cannot be used: {self.dead}")
         if self.broken:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from mstar.api import Answer, MemoryProgram, MemoryProgramError, as_router
+from mstar.program.loaded import Answer, MemoryProgramError, SandboxedProgram, as_router
 from mstar.memory.namespace import Namespace, Remembered
 from mstar.memory.pool import DEFAULT_IDLE_CLOSE_S, DEFAULT_MAX_OPEN, NamespacePool
 from mstar.memory.store import DEFAULT_NAMESPACE, StoreError, check_namespace, open_store
@@ -53,7 +53,7 @@ class MemoryService:
     def _check_program(self, source: str, name: str):
         """The program's load info (instructions, schemas), from a worker that is closed at once."""
         try:
-            probe = MemoryProgram(source, llm=self.llm, toolkit_llm=self.toolkit_llm, model=self._model,
+            probe = SandboxedProgram(source, llm=self.llm, toolkit_llm=self.toolkit_llm, model=self._model,
                                   sandbox=self._sandbox, limits=self._limits, name=name)
         except SandboxError as exc:
             verdict = exc.verdict
