@@ -259,3 +259,12 @@ def test_a_program_that_fails_its_gates_gets_no_store(tmp_path):
     with pytest.raises(StoreError, match="cannot be served: it fails the sandbox's static gate"):
         MemoryService(tmp_path / "mem", bad)
     assert not (tmp_path / "mem").exists()
+
+
+def test_serve_without_the_sdk_says_which_extra_to_install(tmp_path, monkeypatch, capsys):
+    from mstar.cli import main
+    monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)     # as if `mcp` were not installed
+    assert main(["serve", str(SEED), "--store", str(tmp_path / "mem")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "mstar: mstar serve needs the official MCP SDK: pip install 'mstar[serve]' (the `mcp` package, 2.x)"
+    assert not (tmp_path / "mem").exists()

@@ -96,7 +96,7 @@ class WriteLog:
             raise LogBusyError(f"{self.path} is open in another process (or another handle of this one)") from None
         try:
             if created:  # the new name must survive a crash too
-                _fsync_dir(self.path.parent)
+                fsync_dir(self.path.parent)
             self.records, self.size = self._read(fd)
         except BaseException:
             os.close(fd)
@@ -194,7 +194,7 @@ def read_log(path: Path) -> list[LogRecord]:
     return records
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:

@@ -17,7 +17,8 @@ and a write is either in the log whole or was never acknowledged:
   - the log append failed (disk full): not acknowledged, the file is cut back, and the worker --
     now ahead of the log -- is discarded the same way.
 Reads (`recall`) share the lock with each other and run concurrently as in an evaluation (up to
-the sandbox's `parallel_reads`); they wait for a write in progress. Reads are not logged: a
+the sandbox's `parallel_reads`); they wait for a write in progress. Only the sandbox ops hold the
+lock: the task LLM's query, answer and extraction calls wait outside it. Reads are not logged: a
 program whose read() changes its knowledge base loses those changes when the namespace reopens.
 
 A replay whose write() fails where the original did not (or the reverse) leaves the namespace
@@ -227,11 +228,13 @@ class Namespace:
     def recall(self, question: str, answer: bool = False) -> Answer:
         if not isinstance(question, str):
             raise StoreError(f"recall() takes a question (str), not {type(question).__name__}")
-        with self._rw.reading():
-            try:
-                return self._usable().ask_detailed(question, answer=answer)
-            except MemoryProgramError as exc:
-                raise self._lost(exc, "") from None
+        try:
+            result = self._usable().formulate(question)        # the LLM calls wait outside the lock
+            with self._rw.reading():
+                self._usable().read_into(result)
+            return self._usable().answer_into(result, question) if answer else result
+        except MemoryProgramError as exc:
+            raise self._lost(exc, "") from None
 
     def _writable(self) -> None:
         if self.dead:

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mstar.memory.log import fsync_dir
 from mstar.run.store import atomic_write_text
 
 FORMAT = "mstar-memory-store"
@@ -62,8 +63,10 @@ class StoreFolder:
     def log_path(self, namespace: str) -> Path:
         """The log of `namespace` (its folder is made on first use)."""
         folder = self.namespaces_dir / check_namespace(namespace)
-        self.namespaces_dir.mkdir(mode=0o700, exist_ok=True)
-        folder.mkdir(mode=0o700, exist_ok=True)
+        for path in (self.namespaces_dir, folder):
+            if not path.is_dir():
+                path.mkdir(mode=0o700, exist_ok=True)
+                fsync_dir(path.parent)        # a new namespace must survive a crash like its first write
         return folder / "log.jsonl"
 
     def namespaces(self) -> list[str]:

@@ -172,20 +172,33 @@ class SandboxedProgram:
     def ask_detailed(self, question: str, answer: bool = True) -> Answer:
         """Formulate a Query, read() the memory, answer from what it returned (`answer=False`:
         stop after the read; `Answer.answer` stays empty)."""
+        result = self.formulate(question)
+        self.read_into(result)
+        return self.answer_into(result, question) if answer else result
+
+    def formulate(self, question: str) -> Answer:
+        """The Query the task LLM formulates for `question` (nothing is read yet)."""
         self._check_alive()
         msgs = agent.build_query_messages(self.constants["INSTRUCTION_QUERY"], question, self.info.query_schema)
         reply, err = self._llm(self._task_llm, msgs)
         obj, warn = agent.parse_json_object(reply) if err is None else (None, f"task LLM failed: {err}")
         query, warns = agent.fill_fields(obj, self.info.query_schema)
-        result = Answer("", query, "", ([warn] if warn else []) + warns)
+        return Answer("", query, "", ([warn] if warn else []) + warns)
+
+    def read_into(self, result: Answer) -> Answer:
+        """read() the formulated query; a read() that raised is noted in `result.error`, one that
+        took the worker down raises MemoryProgramError."""
+        self._check_alive()
         try:
-            op = self._session.read(query)
+            op = self._session.read(result.query)
             result.retrieved, result.logs = op.output or "", op.logs
         except SandboxError as exc:
             result.error = str(exc)
             self._check_alive()
-        if not answer:
-            return result
+        return result
+
+    def answer_into(self, result: Answer, question: str) -> Answer:
+        """The task LLM's answer from what read() returned."""
         a_msgs = agent.build_answer_messages(self.constants["ALWAYS_ON_KNOWLEDGE"], result.retrieved, question,
                                              self.constants["INSTRUCTION_RESPONSE"])
         reply, err = self._llm(self._task_llm, a_msgs)
