@@ -223,3 +223,34 @@ def test_serve_refuses_bad_programs_and_stores_with_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "holds the memory of program 'vector_search'" in err and "mstar memory migrate" in err
     assert "\n" not in err
+
+
+def test_the_server_takes_mstar_evolves_llm_options(tmp_path, monkeypatch, capsys):
+    """--base-url/--model as for `mstar evolve`: the task and toolkit roles go to that endpoint
+    (the project's fake OpenAI server, through the real `openai` client), checked first by a
+    preflight that turns a wrong model into one line and exit status 3."""
+    from mstar.testing.fake_server import FakeOpenAIServer, offline_responder
+
+    with FakeOpenAIServer(offline_responder(), models=["mem-model"]) as fake:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+        assert main(["serve", "llm_summarizer", "--store", str(tmp_path / "bad"), "--base-url", fake.base_url,
+                     "--model", "no-such-model", "--no-cache"]) == 3
+        last = capsys.readouterr().err.strip().splitlines()[-1]       # after a warning: no price for it
+        assert last.startswith("mstar: role 'task' (no-such-model at") and "this server serves: mem-model" in last
+        assert not (tmp_path / "bad").exists()
+        env = quiet_env(OPENAI_API_KEY="sk-test-key")
+        args = ("--base-url", fake.base_url, "--model", "mem-model", "--no-cache")
+
+        async def use():
+            async with stdio_session("llm_summarizer", tmp_path / "mem", *args, env=env) as session:
+                await remember(session, FACTS[0], "alice")
+                return await recall(session, QUESTIONS[0], "alice", answer=True)
+
+        before = len(fake.requests)
+        got = asyncio.run(use())
+        served = fake.requests[before:]
+    assert got["answer"] and got["retrieved"]
+    assert {body["model"] for body in served} == {"mem-model"}
+    prompts = ["\n".join(str(m.get("content")) for m in body["messages"]) for body in served]
+    assert sum("<task>" in p for p in prompts) >= 3          # extraction, query, answer: the task role
+    assert any("<task>" not in p and "Connection check" not in p for p in prompts)   # the program's toolkit call
