@@ -119,23 +119,23 @@ class Namespace:
 
     def open(self) -> "Namespace":
         t0 = time.monotonic()
-        self.log = WriteLog(self.folder.log_path(self.name), on_warning=self._note)
         try:
+            self.log = WriteLog(self.folder.log_path(self.name), on_warning=self._note)
             records = self.log.open()
-        except LogError as exc:
+        except (LogError, OSError) as exc:
             self.log = None
-            raise StoreError(f"namespace {self.name!r}: {exc}") from None
+            raise StoreError(f"namespace {self.name!r}: {_one_line(exc)}") from None
         try:
             self.memory = SandboxedProgram(self.folder.source, llm=self._task_llm, toolkit_llm=self.tape,
-                                        model=self._model, sandbox=self._sandbox, limits=self._limits,
-                                        name=self.folder.name)
+                                           model=self._model, sandbox=self._sandbox, limits=self._limits,
+                                           name=self.folder.name)
+            self._replay(records)
         except SandboxError as exc:
             self.close()
             raise StoreError(f"program {self.folder.name!r} cannot be loaded: {_one_line(exc)}") from None
         except BaseException:
-            self.close()
+            self.close()      # no worker left running, no log left locked
             raise
-        self._replay(records)
         self.open_s = time.monotonic() - t0
         return self
 

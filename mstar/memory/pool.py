@@ -9,7 +9,8 @@ busy, a request for another waits (up to `wait_s`) for one to come free.
 Namespaces are opened and closed on one long-lived thread of the pool's own, in the order asked:
 with the fallback launcher a worker dies with the thread that started it (sandbox.engine.session),
 and request threads (the MCP server's) come and go; and a namespace closed and asked for again
-is opened only after its old worker is gone and its log unlocked. A namespace whose worker was lost (`Namespace.broken`) is
+is opened only after its old worker is gone and its log unlocked. (So a long replay -- seconds per
+thousand writes, bench/bench_memory.py -- delays the opening of the namespaces asked after it.) A namespace whose worker was lost (`Namespace.broken`) is
 closed and opened again -- from its log -- by the next request for it.
 """
 from __future__ import annotations
