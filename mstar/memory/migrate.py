@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mstar.memory.log import LogError, read_log
-from mstar.memory.service import MemoryService
 from mstar.memory.store import StoreError, open_store
 
 DEFAULT_WORKERS = 8
@@ -53,6 +52,8 @@ def migrate(store: str | Path, program: str | Path, out: str | Path | None = Non
             texts[namespace] = [rec.text for rec in read_log(src.log_path(namespace))]
         except LogError as exc:
             raise StoreError(f"namespace {namespace!r} of {src.root}: {exc}") from None
+    from mstar.memory.service import MemoryService   # (imported here: `mstar --help` reads DEFAULT_WORKERS)
+
     report = Migrated(out)
     progress = progress or (lambda namespace, done, total: None)
     with MemoryService(out, program, llm=llm, toolkit_llm=toolkit_llm, model=model, max_open=1,

@@ -20,10 +20,12 @@ import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-from mstar.memory.namespace import Namespace
 from mstar.memory.store import StoreError, check_namespace
+
+if TYPE_CHECKING:  # the pool only holds namespaces; the CLI reads its defaults without the sandbox
+    from mstar.memory.namespace import Namespace
 
 DEFAULT_MAX_OPEN = 16
 DEFAULT_IDLE_CLOSE_S = 900.0
