@@ -1,6 +1,7 @@
 """`mstar memory migrate`: a store built with the vector-search seed, moved to an evolved
 sample-task program (the best program of the suite's small offline run, tests/run_helpers.py),
-scores on the sample's test questions like a fresh ingest with that program; an interrupted
+scores on the sample's test questions like a fresh ingest with that program (how much better
+than the old store: bench/bench_memory.py --migration); an interrupted
 migration resumes; a namespace held by a server is not migrated under it."""
 from __future__ import annotations
 
@@ -61,10 +62,7 @@ def test_a_migrated_store_scores_like_a_fresh_ingest_with_the_new_program(tmp_pa
     with MemoryService(out, None) as migrated:
         assert migrated.folder.sha256 == fresh.folder.sha256          # the new program's store
         migrated_score = test_score(migrated)
-    with MemoryService(vector_store, None) as old:
-        old_score = test_score(old)
     assert abs(migrated_score - fresh_score) <= 0.01, (migrated_score, fresh_score)
-    assert migrated_score > old_score + 0.05          # the point of migrating: the evolved program is better
     # the same texts in the same order, each extracted afresh with the new program's instructions
     old_log = read_log(vector_store / "namespaces" / "default" / "log.jsonl")
     new_log = read_log(out / "namespaces" / "default" / "log.jsonl")

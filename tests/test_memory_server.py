@@ -112,6 +112,40 @@ def test_http_client_remembers_50_facts_and_recalls_them_the_same_after_a_sigkil
 
 
 ROUNDS, AT_ONCE = 5, 4              # 20 SIGKILLs: four servers (one namespace each) killed per round
+# What is tested is the log, so the program keeps every raw text in order and read() answers with
+# their count and a digest of all of them: two knowledge bases read the same only when they hold
+# the same writes, whole, in the same order. (No chroma: its replay stays short as the logs grow.)
+LEDGER = '''"""Keeps every raw text in order; read() tells how many and a digest of all of them."""
+import hashlib
+from dataclasses import dataclass, field
+
+INSTRUCTION_KNOWLEDGE_ITEM = "Write down the facts."
+INSTRUCTION_QUERY = "Ask for the fact."
+INSTRUCTION_RESPONSE = "Answer briefly."
+ALWAYS_ON_KNOWLEDGE = ""
+
+
+@dataclass
+class KnowledgeItem:
+    content: str = field(default="", metadata={"description": "facts"})
+
+
+@dataclass
+class Query:
+    query_text: str = field(default="", metadata={"description": "what to look up"})
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.texts = []
+
+    def write(self, item: KnowledgeItem, raw_text: str) -> None:
+        self.texts.append(raw_text)
+
+    def read(self, query: Query) -> str:
+        digest = hashlib.sha256("|".join(self.texts).encode("utf-8")).hexdigest()
+        return f"{len(self.texts)} texts, sha256 {digest}"
+'''
 
 
 async def _write_until_killed(server: HttpServer, namespace: str, round_no: int, delay: float,
@@ -136,13 +170,15 @@ async def _write_until_killed(server: HttpServer, namespace: str, round_no: int,
 
 def test_twenty_sigkills_during_writes_lose_no_acknowledged_write_and_half_apply_none(tmp_path):
     store = tmp_path / "mem"
+    killed = tmp_path / "ledger.py"
+    killed.write_text(LEDGER)
     rng = random.Random(29)
     expected: dict[str, list[str]] = {f"k{j}": [] for j in range(AT_ONCE)}
 
     async def one_round(servers, round_no, outcomes):
         async def guarded(server, ns):
             try:
-                await _write_until_killed(server, ns, round_no, rng.uniform(0.02, 0.6), *outcomes[ns])
+                await _write_until_killed(server, ns, round_no, rng.uniform(0.02, 0.4), *outcomes[ns])
             except Exception:  # noqa: BLE001 -- the client session's own teardown after the kill
                 pass
         await asyncio.gather(*(guarded(s, ns) for s, ns in zip(servers, expected)))
@@ -150,7 +186,7 @@ def test_twenty_sigkills_during_writes_lose_no_acknowledged_write_and_half_apply
     kills = 0
     for round_no in range(ROUNDS):
         outcomes = {ns: ([], []) for ns in expected}
-        servers = [HttpServer(SEED, store) for _ in expected]
+        servers = [HttpServer(killed, store) for _ in expected]
         try:
             asyncio.run(one_round(servers, round_no, outcomes))
         finally:
@@ -172,12 +208,12 @@ def test_twenty_sigkills_during_writes_lose_no_acknowledged_write_and_half_apply
     assert kills == 20
     # What the restarted namespaces hold is exactly the logged writes, whole: the same recall as
     # a fresh store fed only those texts.
-    with MemoryService(store, None) as replayed, MemoryService(tmp_path / "fresh", SEED) as fresh:
+    with MemoryService(store, None) as replayed, MemoryService(tmp_path / "fresh", killed) as fresh:
         for ns, texts in expected.items():
             for text in texts:
                 fresh.remember(text, ns)
-            for q in QUESTIONS[:5]:
-                assert replayed.recall(q, ns).retrieved == fresh.recall(q, ns).retrieved
+            got = replayed.recall("?", ns).retrieved
+            assert got == fresh.recall("?", ns).retrieved and got.startswith(f"{len(texts)} texts")
 
 
 def _post(url: str, headers: dict) -> int:
