@@ -214,6 +214,8 @@ class Namespace:
                     memory.write_extracted(extracted, text)
                 except MemoryProgramError as exc:
                     raise self._lost(extracted.error or exc, "; the text was not remembered") from None
+                except (ValueError, TypeError) as exc:   # refused before it reached the worker (too large)
+                    raise StoreError(f"namespace {self.name!r}: {_one_line(exc)}; the text was not remembered") from None
             rec = LogRecord(seq=self.log.count + 1, text=text, item=extracted.item, toolkit=replies,
                             error=extracted.error, at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"))
             try:

@@ -68,14 +68,12 @@ class ToolkitTape:
     def __init__(self, live: LLMFn) -> None:
         self.live = live
         self._mode = threading.local()
-        self.live_calls = 0          # calls that reached the real toolkit LLM
 
     def __call__(self, messages: list[dict]) -> str:
         serving: Serving | None = getattr(self._mode, "serving", None)
         if serving is not None:
             return serving.next(messages)
         recording: list[dict] | None = getattr(self._mode, "recording", None)
-        self.live_calls += 1
         try:
             text = self.live(messages)
         except Exception as exc:  # the program gets the failure as an exception; so will the replay
