@@ -216,6 +216,7 @@ def main() -> int:
         print("bench_memory needs the [serve] extra: pip install -e '.[serve]'", file=sys.stderr)
         return 2
     rows: list[tuple[str, str, str]] = []
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         folder = Path(tmp)
         writes, reads = api_latency(args.program, args.ops, folder)
@@ -241,7 +242,9 @@ def main() -> int:
             old, migrated, fresh = migration(folder)
             rows.append(("migration, mean F1 (357 q)", f"{migrated:.4f}",
                          f"fresh ingest {fresh:.4f} (diff {migrated - fresh:+.4f}); vector search before {old:.4f}"))
-    print(f"bench_memory: program {args.program}, offline backend, {os.cpu_count()} cores")
+    # The figures are wall-clock times on a machine that may be shared: its load says how much.
+    print(f"bench_memory: program {args.program}, offline backend, {os.cpu_count()} cores, load average "
+          f"{load_before:.1f} at the start and {os.getloadavg()[0]:.1f} at the end")
     width = max(len(r[0]) for r in rows)
     print(f"{'what':<{width}}  {'figure':<34}  note")
     for what, figure, note in rows:
