@@ -24,5 +24,6 @@ Where things are:
   commands/      one module per CLI subcommand;  cli.py  the `mstar` entry point
   testing/       a local OpenAI-compatible fake server for tests and benchmarks
   api.py         MemoryProgram: use an exported program in your own agent
+  memory/        where the winner goes: persistent stores, namespaces, migration, the MCP server
 The sandbox that runs programs is its own package, `sandbox/`.
 """

@@ -17,161 +17,42 @@ toolkit LLM calls are served from this process, so your API key never enters the
   - a callable `messages -> str` (OpenAI chat messages in, reply text out);
   - an OpenAI-compatible client (`openai.OpenAI(...)`), with `model="..."`;
   - an `mstar.llm.router.LLMRouter` (its "task" and "toolkit" roles are used);
+  - an `mstar.config.LLMConfig` -- what `mstar evolve --config/--base-url/--model ...` resolves to
+    (`llm_config(...)` below takes the same options): a router is made from it;
   - "offline" (default): mstar's deterministic offline stand-ins, for trying things without a key.
+
+A memory that survives restarts: `MemoryProgram.open(path, store="my-memory", namespace="alice")`
+keeps every write in a log under the store folder and replays it into a fresh worker when opened
+again (mstar.memory; the same store `mstar serve` serves over MCP).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from mstar import agent
-from mstar.config import SandboxConfig
-from mstar.evaluation import sandbox_limits
-from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits
+from mstar.program.loaded import (Answer, Ingested, LLMFn, MemoryProgramError, SandboxedProgram,  # noqa: F401
+                                  _as_llm_fn, as_router, llm_config)
 
-LLMFn = Callable[[list[dict]], str]
+if TYPE_CHECKING:
+    from mstar.memory.service import StoredMemory
 
-
-class MemoryProgramError(RuntimeError):
-    """The program cannot be used any more (its worker died), or an LLM argument is unusable."""
+__all__ = ["Answer", "Ingested", "MemoryProgram", "MemoryProgramError", "as_router", "llm_config"]
 
 
-@dataclass
-class Ingested:
-    item: dict                                    # the KnowledgeItem the agent extracted and write() got
-    warnings: list[str] = field(default_factory=list)
-    logs: list[str] = field(default_factory=list)  # the program's debug output during write()
-    error: str | None = None                      # write() raised or timed out (the memory goes on)
-
-
-@dataclass
-class Answer:
-    answer: str
-    query: dict                                   # the Query the agent formulated
-    retrieved: str                                # what read() returned
-    warnings: list[str] = field(default_factory=list)
-    logs: list[str] = field(default_factory=list)
-    error: str | None = None                      # read() raised or timed out; answered from no memory
-
-
-def _as_llm_fn(llm: Any, role: str, model: str | None) -> LLMFn:
-    if isinstance(llm, str):
-        if llm != "offline":
-            raise MemoryProgramError(f"llm={llm!r}: the only string accepted is 'offline'")
-        from mstar.llm.offline_backend import OfflineBackend
-        backend = OfflineBackend(role)
-        return lambda messages: backend.complete(messages).text
-    if hasattr(llm, "text") and hasattr(llm, "call") and hasattr(llm, "describe"):  # an LLMRouter
-        return lambda messages: llm.text(role, messages)
-    chat = getattr(getattr(llm, "chat", None), "completions", None)
-    if chat is not None and hasattr(chat, "create"):  # an OpenAI-compatible client
-        if not model:
-            raise MemoryProgramError("an OpenAI client needs model='...'")
-
-        def call(messages: list[dict]) -> str:
-            resp = chat.create(model=model, messages=messages)
-            return resp.choices[0].message.content or ""
-        return call
-    if callable(llm):
-        def wrapped(messages: list[dict]) -> str:
-            reply = llm(messages)
-            return reply.text if hasattr(reply, "text") else str(reply)
-        return wrapped
-    raise MemoryProgramError(f"llm must be a callable, an OpenAI client, an LLMRouter or 'offline'; "
-                             f"got {type(llm).__name__}")
-
-
-class MemoryProgram:
-    """One memory program with one (initially empty) knowledge base in a sandbox worker."""
-
-    def __init__(self, source: str, *, llm: Any = "offline", toolkit_llm: Any = None,
-                 model: str | None = None, sandbox: SandboxConfig | None = None,
-                 limits: SandboxLimits | None = None, name: str = "program"):
-        self.name = name
-        self.sandbox = sandbox or SandboxConfig()
-        self._task_llm = _as_llm_fn(llm, "task", model)
-        self._toolkit_llm = _as_llm_fn(toolkit_llm if toolkit_llm is not None else llm, "toolkit", model)
-        self._session = ProgramSession(source, allowed_imports=self.sandbox.allowed_imports,
-                                       limits=limits or sandbox_limits(self.sandbox), llm=self._toolkit_llm)
-        try:
-            self.info = self._session.start()  # SandboxError: the program failed a gate or its __init__
-        except BaseException:
-            self._session.close()
-            raise
-        self.constants: dict[str, str] = self.info.constants
+class MemoryProgram(SandboxedProgram):
+    """One memory program with one (initially empty) knowledge base in a sandbox worker; `open`
+    gives one whose memory is kept in a store folder."""
 
     @classmethod
-    def load(cls, path: str | Path, **kwargs: Any) -> "MemoryProgram":
-        """Load a program file (e.g. written by `mstar export`); see the class for kwargs."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"memory program file {path} does not exist")
-        return cls(path.read_text(encoding="utf-8"), name=path.stem, **kwargs)
-
-    @property
-    def worker_pid(self) -> int | None:
-        """The sandbox worker's process id (not this process)."""
-        return self._session.pid
-
-    def _check_alive(self) -> None:
-        if not self._session.alive():
-            raise MemoryProgramError(f"memory program {self.name!r}: its sandbox worker is gone "
-                                     f"({self._session.worker_output()[-300:] or 'closed'}); load it again")
-
-    def _llm(self, fn: LLMFn, messages: list[dict]) -> tuple[str, str | None]:
-        try:
-            return fn(messages), None
-        except Exception as exc:  # the same tolerance as during evaluation: note it and go on
-            return "", f"{type(exc).__name__}: {exc}"
-
-    def ingest(self, text: str) -> Ingested:
-        """Extract a KnowledgeItem from `text` with the task LLM and write it to the memory."""
-        self._check_alive()
-        msgs = agent.build_extraction_messages(self.constants["INSTRUCTION_KNOWLEDGE_ITEM"], text,
-                                               self.info.knowledge_item_schema)
-        reply, err = self._llm(self._task_llm, msgs)
-        obj, warn = agent.parse_json_object(reply) if err is None else (None, f"task LLM failed: {err}")
-        item, warns = agent.fill_fields(obj, self.info.knowledge_item_schema)
-        out = Ingested(item, ([warn] if warn else []) + warns)
-        try:
-            out.logs = self._session.write(item, text).logs
-        except SandboxError as exc:
-            out.error = str(exc)
-            self._check_alive()
-        return out
-
-    def ask_detailed(self, question: str) -> Answer:
-        """Formulate a Query, read() the memory, answer from what it returned."""
-        self._check_alive()
-        msgs = agent.build_query_messages(self.constants["INSTRUCTION_QUERY"], question, self.info.query_schema)
-        reply, err = self._llm(self._task_llm, msgs)
-        obj, warn = agent.parse_json_object(reply) if err is None else (None, f"task LLM failed: {err}")
-        query, warns = agent.fill_fields(obj, self.info.query_schema)
-        result = Answer("", query, "", ([warn] if warn else []) + warns)
-        try:
-            op = self._session.read(query)
-            result.retrieved, result.logs = op.output or "", op.logs
-        except SandboxError as exc:
-            result.error = str(exc)
-            self._check_alive()
-        a_msgs = agent.build_answer_messages(self.constants["ALWAYS_ON_KNOWLEDGE"], result.retrieved, question,
-                                             self.constants["INSTRUCTION_RESPONSE"])
-        reply, err = self._llm(self._task_llm, a_msgs)
-        if err is not None:
-            result.warnings.append(f"answer failed: {err}")
-        result.answer = agent.clean_answer(reply)
-        return result
-
-    def ask(self, question: str) -> str:
-        return self.ask_detailed(question).answer
-
-    def close(self) -> None:
-        """Stop the worker; the knowledge base goes with it. Idempotent."""
-        self._session.close()
-
-    def __enter__(self) -> "MemoryProgram":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def open(cls, path: str | Path | None, *, store: str | Path, namespace: str = "default",
+             **kwargs: Any) -> "StoredMemory":
+        """A memory kept in the store folder `store`: every `ingest` is logged (and fsync'd) before
+        it returns, and opening the store again -- in this or another process -- replays the log
+        into a fresh worker, so what was remembered is there after a restart. A new store is made
+        for the program at `path`; an existing store must hold the same program (`path` may be
+        None to use the store's own). `namespace` picks one knowledge base of the store (a user,
+        an agent). Same kwargs as the class, plus `on_warning` (a callable taking one line).
+        The same store can be served over MCP with `mstar serve`; one process holds a namespace
+        at a time."""
+        from mstar.memory.service import StoredMemory
+        return StoredMemory.open(path, store=store, namespace=namespace, **kwargs)

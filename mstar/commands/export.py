@@ -35,4 +35,5 @@ def cmd_export(args) -> int:
     note = "" if view.finished else f" (the run is {view.status}: best so far)"
     print(f"wrote   {out}: {pid} of {view.root.name}{note}")
     print(f"use     from mstar.api import MemoryProgram; MemoryProgram.load({str(out)!r}, llm=...)")
+    print(f"serve   mstar serve {out} --store DIR   (a memory kept across restarts, over MCP; the [serve] extra)")
     return 0

@@ -1,0 +1,27 @@
+"""Where the winner goes after a run: a memory that survives restarts, serves many users, and
+plugs into agents over MCP. Built on the program behind the public API (mstar.program.loaded, what
+mstar.api.MemoryProgram is; `MemoryProgram.open` opens a store from here) and the sandbox; the
+commands (`mstar serve`, `mstar memory`) are thin shells over it.
+
+  module        the idea                                                   the rule it keeps
+  log.py        a namespace's write log: one checksummed JSON line per     fsync'd before a write is acknowledged;
+                write (raw text, KnowledgeItem, toolkit replies, error)    a torn last line is dropped with a warning
+  tape.py       the toolkit LLM of a stored memory: replies recorded       replay calls no LLM; nothing of the
+                during a write, served back on replay                      program's state leaves the worker
+  store.py      the store folder: program + hash, format version,          one store = one program; namespace
+                namespaces; name rules                                     names never walk out of the folder
+  namespace.py  one namespace: log + sandbox worker; open = replay;        writes apply in log order; reads run
+                remember, recall                                           concurrently, never beside a write
+  pool.py       the open namespaces: opened on first use, at most N,       a bound on workers and memory; a lost
+                idle ones closed                                           worker is reopened from its log
+  service.py    MemoryService (a store in use, what the server serves)
+                and StoredMemory (what MemoryProgram.open returns)
+  migrate.py    re-ingest a store's texts with a better program            fresh extractions; the old store is
+                (`mstar memory migrate`)                                   only read
+  server.py     the MCP server (official `mcp` SDK, the [serve] extra):    HTTP on loopback by default; elsewhere
+                tools remember / recall, the program as a resource;        only with a bearer token
+                stdio and streamable HTTP
+
+A store's layout and its fault rules: mstar/memory/store.py and log.py; what a client sees:
+README "Use the winner in your agent".
+"""

@@ -1,0 +1,257 @@
+"""One namespace of a store: its write log and the sandbox worker that holds its knowledge base.
+
+Opening = lock the log, start a fresh worker (mstar.program.loaded, what mstar.api.MemoryProgram
+is: the same gates, limits and prompts as during evolution), and replay every logged write into
+it, the toolkit LLM answering from the log (mstar.memory.tape). Nothing of the program's state is saved or pickled:
+the knowledge base is rebuilt by the program itself from what it was given.
+
+A write (`remember`): the task LLM extracts the KnowledgeItem (outside any lock: extractions of
+concurrent writes overlap), then, holding the namespace's write lock, write() runs with its
+toolkit replies recorded, the record is appended to the log and fsync'd, and only then does
+`remember` return -- the acknowledgement. So the log order is the order writes were applied,
+and a write is either in the log whole or was never acknowledged:
+  - write() raised, worker alive: its partial effects are in the knowledge base, so it is logged
+    (with the error) and replays the same way;
+  - write() took the worker down (deadline, crash): not logged; the namespace is `broken` and
+    the pool reopens it from its log at the next request;
+  - the log append failed (disk full): not acknowledged, the file is cut back, and the worker --
+    now ahead of the log -- is discarded the same way.
+Reads (`recall`) share the lock with each other and run concurrently as in an evaluation (up to
+the sandbox's `parallel_reads`); they wait for a write in progress. Only the sandbox ops hold the
+lock: the task LLM's query, answer and extraction calls wait outside it. Reads are not logged: a
+program whose read() changes its knowledge base loses those changes when the namespace reopens.
+
+A replay whose write() fails where the original did not (or the reverse) leaves the namespace
+read-only (recall still answers from the writes before it); one that takes the worker down leaves
+it unusable until it is closed; both with the error named in every answer.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from mstar.program.loaded import Answer, Ingested, MemoryProgramError, SandboxedProgram, _as_llm_fn
+from mstar.memory.log import LogError, LogRecord, WriteLog
+from mstar.memory.store import StoreError, StoreFolder
+from mstar.memory.tape import ToolkitTape
+from sandbox.engine.session import SandboxError
+
+
+@dataclass
+class Remembered:
+    namespace: str
+    seq: int                                      # its place in the namespace's log
+    item: dict
+    warnings: list[str] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+    error: str | None = None                      # write() raised; the text is logged all the same
+
+
+class ReadWriteLock:
+    """Many readers or one writer; a waiting writer holds back new readers (no starvation)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._writers_waiting = 0
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._cond:
+            while self._writer or self._writers_waiting:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        with self._cond:
+            self._writers_waiting += 1
+            while self._writer or self._readers:
+                self._cond.wait()
+            self._writers_waiting -= 1
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Namespace:
+    def __init__(self, folder: StoreFolder, name: str, *, task_llm: Any, toolkit_llm: Any,
+                 model: str | None = None, sandbox=None, limits=None,
+                 on_warning: Callable[[str], None] | None = None) -> None:
+        self.folder, self.name = folder, name
+        self._task_llm, self._model = task_llm, model
+        self._toolkit_live = _as_llm_fn(toolkit_llm, "toolkit", model)
+        self._sandbox, self._limits = sandbox, limits
+        self._warn = on_warning or (lambda message: None)
+        self._rw = ReadWriteLock()
+        self.log: WriteLog | None = None
+        self.memory: SandboxedProgram | None = None
+        self.tape = ToolkitTape(self._toolkit_live)
+        self.read_only = ""          # why writes are refused (a replay that failed), when they are
+        self.broken = ""             # why this worker must be replaced (the pool reopens the namespace)
+        self.dead = ""               # why the replay left no worker (the namespace answers with this)
+        self.replayed = 0
+        self.open_s = 0.0
+        self.warnings: list[str] = []
+
+    # ------------------------------------------------------------------ life
+
+    def open(self) -> "Namespace":
+        t0 = time.monotonic()
+        try:
+            self.log = WriteLog(self.folder.log_path(self.name), on_warning=self._note)
+            records = self.log.open()
+        except (LogError, OSError) as exc:
+            self.log = None
+            raise StoreError(f"namespace {self.name!r}: {_one_line(exc)}") from None
+        try:
+            self.memory = SandboxedProgram(self.folder.source, llm=self._task_llm, toolkit_llm=self.tape,
+                                           model=self._model, sandbox=self._sandbox, limits=self._limits,
+                                           name=self.folder.name)
+            self._replay(records)
+        except SandboxError as exc:
+            self.close()
+            raise StoreError(f"program {self.folder.name!r} cannot be loaded: {_one_line(exc)}") from None
+        except BaseException:
+            self.close()      # no worker left running, no log left locked
+            raise
+        self.open_s = time.monotonic() - t0
+        return self
+
+    def _replay(self, records: list[LogRecord]) -> None:
+        diverged: list[str] = []
+        assert self.memory is not None
+        for rec in records:
+            out = Ingested(dict(rec.item))
+            with self.tape.serving(rec.toolkit) as served:
+                try:
+                    self.memory.write_extracted(out, rec.text)
+                except MemoryProgramError as exc:
+                    # Not `broken`: reopening would replay into the same failure at every request.
+                    self.dead = self.read_only = (f"replaying write {rec.seq} of {len(records)} took the program's "
+                                                  f"worker down: {_one_line(out.error or exc)}")
+                    self._note(f"namespace {self.name!r} cannot be used: {self.dead}")
+                    return
+            self.replayed += 1
+            if bool(out.error) != bool(rec.error):
+                was = f"raised ({_one_line(rec.error or '', 120)})" if rec.error else "succeeded"
+                now = f"raises ({_one_line(out.error or '', 120)})" if out.error else "succeeds"
+                self.read_only = f"replaying write {rec.seq}: write() {now} where it {was} when remembered"
+                self._note(f"namespace {self.name!r} is read-only: {self.read_only}")
+                return
+            if served.diverged:
+                diverged.append(f"write {rec.seq}: {served.diverged}")
+        if diverged:
+            self._note(f"namespace {self.name!r}: {len(diverged)} replayed write(s) asked the toolkit LLM something "
+                       f"other than recorded (the program is not deterministic?); first: {diverged[0]}")
+
+    def _note(self, message: str) -> None:
+        self.warnings.append(message)
+        self._warn(message)
+
+    def close(self) -> None:
+        if self.memory is not None:
+            self.memory.close()
+        if self.log is not None:
+            self.log.close()
+
+    # ------------------------------------------------------------------ ops
+
+    @property
+    def writes(self) -> int:
+        return self.log.count if self.log is not None else 0
+
+    def _usable(self) -> SandboxedProgram:
+        if self.dead:
+            raise StoreError(f"namespace {self.name!r} cannot be used: {self.dead}")
+        if self.broken:
+            raise StoreError(f"namespace {self.name!r} is reopening ({self.broken}); ask again")
+        assert self.memory is not None
+        return self.memory
+
+    def remember(self, text: str) -> Remembered:
+        if not isinstance(text, str):
+            raise StoreError(f"remember() takes a text (str), not {type(text).__name__}")
+        self._writable()
+        return self.commit(text, self.extract(text))
+
+    def extract(self, text: str) -> Ingested:
+        """The task LLM's KnowledgeItem for `text` (no lock: extractions overlap; nothing written)."""
+        try:
+            return self._usable().extract(text)
+        except MemoryProgramError as exc:
+            raise self._lost(exc, "") from None
+
+    def commit(self, text: str, extracted: Ingested) -> Remembered:
+        """write() an extracted item and log it; returns once the record is on disk."""
+        with self._rw.writing():
+            self._writable()
+            memory = self._usable()
+            assert self.log is not None
+            with self.tape.recording() as replies:
+                try:
+                    memory.write_extracted(extracted, text)
+                except MemoryProgramError as exc:
+                    raise self._lost(extracted.error or exc, "; the text was not remembered") from None
+                except (ValueError, TypeError) as exc:   # refused before it reached the worker (too large)
+                    raise StoreError(f"namespace {self.name!r}: {_one_line(exc)}; the text was not remembered") from None
+            rec = LogRecord(seq=self.log.count + 1, text=text, item=extracted.item, toolkit=replies,
+                            error=extracted.error, at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"))
+            try:
+                self.log.append(rec)
+            except OSError as exc:
+                # The worker has the write, the log has not: the worker goes, the log is the memory.
+                self.broken = "its log could not be written"
+                raise StoreError(f"namespace {self.name!r}: the store could not write its log "
+                                 f"({exc.strerror or exc}); the text was not remembered") from None
+        return Remembered(self.name, rec.seq, extracted.item, extracted.warnings, extracted.logs, extracted.error)
+
+    def recall(self, question: str, answer: bool = False) -> Answer:
+        if not isinstance(question, str):
+            raise StoreError(f"recall() takes a question (str), not {type(question).__name__}")
+        try:
+            result = self._usable().formulate(question)        # the LLM calls wait outside the lock
+            with self._rw.reading():
+                self._usable().read_into(result)
+            return self._usable().answer_into(result, question) if answer else result
+        except MemoryProgramError as exc:
+            raise self._lost(exc, "") from None
+
+    def _writable(self) -> None:
+        if self.dead:
+            raise StoreError(f"namespace {self.name!r} cannot be used: {self.dead}")
+        if self.read_only:
+            raise StoreError(f"namespace {self.name!r} is read-only: {self.read_only}")
+
+    def _lost(self, exc: object, what: str) -> StoreError:
+        if self.dead:
+            return StoreError(f"namespace {self.name!r} cannot be used: {self.dead}")
+        self.broken = self.broken or f"its worker is gone: {_one_line(exc, 200)}"
+        return StoreError(f"namespace {self.name!r}: the program's worker is gone ({_one_line(exc, 200)}){what}; "
+                          "the namespace reopens from its log at the next request")
+
+    def status(self) -> dict:
+        return {"namespace": self.name, "writes": self.writes, "replayed": self.replayed,
+                "open_s": round(self.open_s, 3), "read_only": self.read_only or None, "unusable": self.dead or None,
+                "worker_pid": self.memory.worker_pid if self.memory is not None else None}

@@ -1,0 +1,158 @@
+"""A store in use: its program, its namespaces, the LLM roles -- what the API and the server share.
+
+`MemoryService(store, program, llm=...)` checks the program once (its gates and __init__, in a
+throwaway worker: a program that fails them is refused before a store is made for it), opens or
+makes the store for it, and serves `remember` / `recall` on any namespace through a bounded pool
+of open namespaces (mstar.memory.pool). `StoredMemory` is the one-namespace handle that
+`MemoryProgram.open` returns: the same calls as `MemoryProgram` (ingest, ask, ask_detailed),
+kept.
+
+LLM roles: `llm` serves the task agent (extraction, query, answer) and, unless `toolkit_llm` is
+given, the programs' toolkit calls -- anything `MemoryProgram` takes (a callable, an OpenAI client
+with `model=`, an LLMRouter, an LLMConfig as `mstar evolve` resolves it, "offline").
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from mstar.program.loaded import Answer, MemoryProgramError, SandboxedProgram, as_router
+from mstar.memory.namespace import Namespace, Remembered
+from mstar.memory.pool import DEFAULT_IDLE_CLOSE_S, DEFAULT_MAX_OPEN, NamespacePool
+from mstar.memory.store import DEFAULT_NAMESPACE, StoreError, check_namespace, open_store
+from sandbox.engine.session import SandboxError
+
+
+def _program(program: str | Path | None) -> tuple[str, str] | None:
+    """(name, source) of a program file or built-in name; None for None."""
+    if program is None:
+        return None
+    from mstar.program.sources import load_program_source
+    try:
+        return load_program_source(str(program))
+    except (ValueError, FileNotFoundError, OSError, UnicodeDecodeError) as exc:
+        raise StoreError(str(exc)) from None
+
+
+class MemoryService:
+    def __init__(self, store: str | Path, program: str | Path | None = None, *, llm: Any = "offline",
+                 toolkit_llm: Any = None, model: str | None = None, sandbox=None, limits=None,
+                 max_open: int = DEFAULT_MAX_OPEN, idle_close_s: float | None = DEFAULT_IDLE_CLOSE_S,
+                 on_warning: Callable[[str], None] | None = None) -> None:
+        given = _program(program)
+        source = given[1] if given else open_store(store, None, create=False).source
+        self.llm = as_router(llm)
+        self.toolkit_llm = as_router(toolkit_llm) if toolkit_llm is not None else self.llm
+        self._owns_router = self.llm is not llm
+        self._model, self._sandbox, self._limits = model, sandbox, limits
+        self._warn = on_warning or (lambda message: None)
+        self.info = self._check_program(source, given[0] if given else "program")
+        self.folder = open_store(store, source, given[0] if given else "program")
+        self.pool = NamespacePool(self._open_namespace, max_open=max_open, idle_close_s=idle_close_s)
+
+    def _check_program(self, source: str, name: str):
+        """The program's load info (instructions, schemas), from a worker that is closed at once."""
+        try:
+            probe = SandboxedProgram(source, llm=self.llm, toolkit_llm=self.toolkit_llm, model=self._model,
+                                  sandbox=self._sandbox, limits=self._limits, name=name)
+        except SandboxError as exc:
+            verdict = exc.verdict
+            raise StoreError(f"program {name!r} cannot be served: it fails the sandbox's {verdict.stage} gate "
+                             f"({verdict.rule}): {' '.join(str(verdict.message).split())[:300]}") from None
+        except MemoryProgramError as exc:
+            raise StoreError(str(exc)) from None
+        probe.close()
+        return probe.info
+
+    def _open_namespace(self, name: str) -> Namespace:
+        return Namespace(self.folder, name, task_llm=self.llm, toolkit_llm=self.toolkit_llm, model=self._model,
+                         sandbox=self._sandbox, limits=self._limits, on_warning=self._warn).open()
+
+    # ------------------------------------------------------------------ ops
+
+    def remember(self, text: str, namespace: str = DEFAULT_NAMESPACE) -> Remembered:
+        return self._with(namespace, lambda ns: ns.remember(text))
+
+    def recall(self, question: str, namespace: str = DEFAULT_NAMESPACE, answer: bool = False) -> Answer:
+        return self._with(namespace, lambda ns: ns.recall(question, answer=answer))
+
+    def _with(self, namespace: str, op: Callable[[Namespace], Any]) -> Any:
+        check_namespace(namespace)
+        for attempt in (1, 2):
+            with self.pool.lease(namespace) as ns:
+                if ns.broken and attempt == 1:
+                    continue                  # lost by an earlier request: the pool reopens it now
+                return op(ns)
+        raise AssertionError("unreachable")
+
+    def program_info(self) -> dict:
+        """What an agent needs to use the memory well: the program's instructions and schemas."""
+        return {"program": self.folder.name, "sha256": self.folder.sha256,
+                "instructions": dict(self.info.constants),
+                "knowledge_item_schema": self.info.knowledge_item_schema, "query_schema": self.info.query_schema}
+
+    def status(self) -> dict:
+        return {"store": str(self.folder.root), "program": self.folder.name, "namespaces": self.folder.namespaces(),
+                "open": [ns.status() for ns in self.pool.open_namespaces()],
+                "max_open": self.pool.max_open}
+
+    def close(self) -> None:
+        self.pool.close()
+        if self._owns_router and hasattr(self.llm, "close"):
+            self.llm.close()
+
+    def __enter__(self) -> "MemoryService":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class StoredMemory:
+    """One namespace of a store, with MemoryProgram's calls (what `MemoryProgram.open` returns)."""
+
+    def __init__(self, service: MemoryService, namespace: str, *, owns_service: bool = True) -> None:
+        self.service = service
+        self.namespace = check_namespace(namespace)
+        self._owns = owns_service
+
+    @classmethod
+    def open(cls, path: str | Path | None, *, store: str | Path, namespace: str = DEFAULT_NAMESPACE,
+             **kwargs: Any) -> "StoredMemory":
+        check_namespace(namespace)
+        service = MemoryService(store, path, **kwargs)
+        try:
+            with service.pool.lease(namespace):   # opened (and replayed) now: errors show here
+                pass
+        except BaseException:
+            service.close()
+            raise
+        return cls(service, namespace)
+
+    def other(self, namespace: str) -> "StoredMemory":
+        """Another namespace of the same store (closed with this one)."""
+        return StoredMemory(self.service, namespace, owns_service=False)
+
+    @property
+    def constants(self) -> dict[str, str]:
+        return dict(self.service.info.constants)
+
+    def ingest(self, text: str) -> Remembered:
+        """Extract, write() and log `text`; returns once the write is on disk."""
+        return self.service.remember(text, self.namespace)
+
+    def ask_detailed(self, question: str, answer: bool = True) -> Answer:
+        return self.service.recall(question, self.namespace, answer=answer)
+
+    def ask(self, question: str) -> str:
+        return self.ask_detailed(question).answer
+
+    def close(self) -> None:
+        if self._owns:
+            self.service.close()
+
+    def __enter__(self) -> "StoredMemory":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
