@@ -268,3 +268,35 @@ def test_serve_without_the_sdk_says_which_extra_to_install(tmp_path, monkeypatch
     err = capsys.readouterr().err.strip()
     assert err == "mstar: mstar serve needs the official MCP SDK: pip install 'mstar[serve]' (the `mcp` package, 2.x)"
     assert not (tmp_path / "mem").exists()
+
+
+def test_reads_of_a_program_whose_read_changes_its_state_do_not_overlap(tmp_path):
+    """The evaluation's rule holds in a store: a read() that keeps its question on the knowledge
+    base while it waits on the toolkit LLM (issue 30's program) has its reads run one at a time,
+    so concurrent recalls each get their own question back."""
+    program = tmp_path / "current.py"
+    program.write_text(NOTES.replace('''    def read(self, query: Query) -> str:
+        return " | ".join(self.notes)[-3000:]''', '''    def read(self, query: Query) -> str:
+        self.current = query.query_text
+        self.toolkit.llm_completion([{"role": "user", "content": "wait " + self.current}])
+        return "asked: " + self.current'''))
+
+    def slow_toolkit(messages):
+        time.sleep(0.05)                       # every read waits on the toolkit LLM
+        return "ok"
+
+    with MemoryProgram.open(program, store=tmp_path / "store", toolkit_llm=slow_toolkit) as memory:
+        memory.ingest("a note")
+        questions = [f"question number {i}" for i in range(8)]
+        got = {}
+
+        def ask(q):
+            got[q] = retrieved(memory, q)
+
+        threads = [threading.Thread(target=ask, args=(q,)) for q in questions]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(30)
+    # the offline task agent formulates the query from the question's words
+    assert all(q.split()[-1] in got[q].split()[-1] for q in questions), got

@@ -16,8 +16,9 @@ and a write is either in the log whole or was never acknowledged:
     the pool reopens it from its log at the next request;
   - the log append failed (disk full): not acknowledged, the file is cut back, and the worker --
     now ahead of the log -- is discarded the same way.
-Reads (`recall`) share the lock with each other and run concurrently as in an evaluation (up to
-the sandbox's `parallel_reads`); they wait for a write in progress. Only the sandbox ops hold the
+Reads (`recall`) share the lock with each other and run concurrently under the evaluation's rule
+(up to the sandbox's `parallel_reads`; a program whose read() changes its own state has its reads
+run one at a time: mstar.evaluation.read_state); they wait for a write in progress. Only the sandbox ops hold the
 lock: the task LLM's query, answer and extraction calls wait outside it. Reads are not logged: a
 program whose read() changes its knowledge base loses those changes when the namespace reopens.
 
@@ -27,6 +28,7 @@ it unusable until it is closed; both with the error named in every answer.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
 import time
@@ -34,6 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from mstar.evaluation.read_state import read_changes_state
 from mstar.program.loaded import Answer, Ingested, MemoryProgramError, SandboxedProgram, _as_llm_fn
 from mstar.memory.log import LogError, LogRecord, WriteLog
 from mstar.memory.store import StoreError, StoreFolder
@@ -105,6 +108,8 @@ class Namespace:
         self._sandbox, self._limits = sandbox, limits
         self._warn = on_warning or (lambda message: None)
         self._rw = ReadWriteLock()
+        # The evaluation's rule: a read() that changes the program's state runs alone.
+        self._read_turn = threading.Lock() if read_changes_state(folder.source) else contextlib.nullcontext()
         self.log: WriteLog | None = None
         self.memory: SandboxedProgram | None = None
         self.tape = ToolkitTape(self._toolkit_live)
@@ -232,7 +237,7 @@ class Namespace:
             raise StoreError(f"recall() takes a question (str), not {type(question).__name__}")
         try:
             result = self._usable().formulate(question)        # the LLM calls wait outside the lock
-            with self._rw.reading():
+            with self._rw.reading(), self._read_turn:
                 self._usable().read_into(result)
             return self._usable().answer_into(result, question) if answer else result
         except MemoryProgramError as exc:
