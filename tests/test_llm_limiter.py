@@ -17,39 +17,69 @@ def test_an_endpoint_that_never_says_no_is_never_paced():
     assert p.rate is None and p.cuts == 0
 
 
-def test_a_429_pauses_everyone_until_its_retry_after_and_paces_below_what_was_taken():
+def test_a_rare_429_delays_only_the_call_it_refused():
     p = Pacer()
-    for i in range(50):                      # 50 requests go out in the first half second
+    for i in range(50):
         assert p.wait(i * 0.01) == 0
-    p.served(0.6)
-    p.limited_now(0.7, sent_at=0.49, retry_after=2.0)
-    assert p.wait(0.8) == pytest.approx(1.9)          # the shared pause, for any caller
-    assert p.wait(2.69) > 0
-    # paced at DECREASE x what the endpoint took over the window (49 not refused in 5 s)
-    assert p.rate == pytest.approx(DECREASE * 49 / 5.0)
-    assert p.wait(2.7) == 0                            # the pause is over: one request goes ...
-    assert p.wait(2.7) == pytest.approx(1 / p.rate)    # ... and the next waits its spacing: no burst after a cut
+    assert p.limited_now(0.6, sent_at=0.49, retry_after=2.0) == 2.0    # 1 of 50: this call waits alone
+    assert p.wait(0.61) == 0 and p.rate is None and p.cuts == 0
+
+
+def test_429s_past_a_tenth_of_the_answers_pause_everyone_and_pace_below_what_was_taken():
+    p = Pacer()
+    for i in range(20):                      # 20 requests go out in the first 0.2 s ...
+        assert p.wait(i * 0.01) == 0
+    p.served(0.3)
+    assert p.limited_now(0.40, sent_at=0.19, retry_after=2.0) == 2.0   # 1 of 20: alone
+    assert p.limited_now(0.41, sent_at=0.18, retry_after=2.0) == 0.0   # 2 of 20: a tenth -- limited
+    assert p.wait(0.5) == pytest.approx(1.91)          # the shared pause, for any caller
+    # paced at DECREASE x what the endpoint took over the window (18 not refused in 5 s)
+    assert p.rate == pytest.approx(DECREASE * 18 / 5.0)
+    assert p.wait(2.41) == 0                           # the pause is over: one request goes ...
+    assert p.wait(2.41) == pytest.approx(1 / p.rate)   # ... and the next waits its spacing: no burst after a cut
 
 
 def test_a_429_for_a_request_sent_before_the_last_cut_does_not_cut_again():
     p = Pacer()
     for i in range(20):
         p.wait(i * 0.01)
-    p.limited_now(1.0, sent_at=0.1, retry_after=0.0)
+    for k in range(2):
+        p.limited_now(1.0, sent_at=0.1, retry_after=0.0)
     rate = p.rate
-    p.limited_now(1.1, sent_at=0.15, retry_after=0.0)   # in flight when the first 429 came
-    assert p.rate == rate and p.cuts == 1 and p.limited == 2
+    assert rate is not None and p.cuts == 1
+    p.limited_now(1.1, sent_at=0.15, retry_after=0.0)   # in flight when the cut came
+    assert p.rate == rate and p.cuts == 1 and p.limited == 3
     p.wait(1.2)
     p.limited_now(1.5, sent_at=1.2, retry_after=0.0)   # sent after the cut: news
     assert p.rate < rate and p.cuts == 2
+
+
+def test_refusals_that_go_on_at_any_pace_do_not_spiral_it_down_to_nothing():
+    # An endpoint that takes 200 requests a second for six seconds, then refuses one in four
+    # whatever the pace.
+    p, t, n = Pacer(), 0.0, 0
+    while t < 120.0:
+        delay = p.wait(t)
+        if delay > 0:
+            t += delay
+            continue
+        n += 1
+        if t > 6.0 and n % 4 == 0:
+            p.limited_now(t + 0.01, sent_at=t, retry_after=0.0)
+        else:
+            p.served(t + 0.3)
+        t += 0.005
+    assert p.cuts > 3                                  # it was taken for a limit ...
+    assert p.rate >= 0.25 * 200 * 0.75 * 0.9          # ... but kept a quarter of what was taken (3 in 4)
 
 
 def test_the_rate_grows_back_only_while_callers_wait_on_it():
     p = Pacer()
     for i in range(10):
         p.wait(i * 0.1)
-    p.limited_now(1.0, sent_at=0.9, retry_after=0.0)
+    p.limited_now(1.0, sent_at=0.9, retry_after=0.0)      # 1 in 10: limited
     cut = p.rate
+    assert cut is not None
     p.served(2.0)
     p.served(12.0)                   # ten seconds with no caller held back: no growth
     assert p.rate == pytest.approx(cut)
@@ -84,7 +114,7 @@ def test_a_429_that_names_the_tokens_limit_paces_tokens_and_leaves_requests_alon
     p = Pacer()
     for i in range(10):
         p.wait(i * 0.1, tokens=1000)
-    p.limited_now(1.0, sent_at=0.9, retry_after=0.0, which="tokens", tokens=1000)
+    p.limited_now(1.0, sent_at=0.9, retry_after=0.0, which="tokens", tokens=1000)   # 1 in 10: limited
     assert p.rate is None                                   # requests stay unpaced
     assert p.token_rate == pytest.approx(DECREASE * 9000 / 5.0)
     p.limited_now(1.1, sent_at=1.05, retry_after=0.0, which=None, tokens=1000)   # names neither: both

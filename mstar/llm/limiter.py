@@ -7,8 +7,9 @@ back; the rate itself is worked out by mstar/llm/pacer.py. Here:
 - Waiting callers go in order of priority, then arrival (the router's FIRST / NORMAL / LAST, as
   for the slots), and a permit goes to the first of them, never to a newcomer that barges in.
 - Waiting here is not failing: a 429 sends the call back to wait for its turn (the router does
-  not count it against the call's retries), and every caller of the endpoint waits out the
-  endpoint's Retry-After together.
+  not count it against the call's retries); once 429s are a tenth of the endpoint's recent
+  answers, every caller of the endpoint waits out its Retry-After together (a rare one delays
+  only its own call).
 - Patience: when the endpoint has answered nothing but 429 for `patience_s` seconds, every
   waiting and new call fails with RateLimitedError, which stops the run (resumably, never
   scored) with a line that says "rate limited".
@@ -100,15 +101,17 @@ class EndpointLimiter:
             self._cond.notify_all()
 
     def refused(self, sent_at: float, retry_after: float | None, hints: LimitHints | None = None,
-                which: str | None = None, tokens: float = 0.0) -> None:
+                which: str | None = None, tokens: float = 0.0) -> float:
         """The endpoint answered 429 to the request of about `tokens` tokens sent at `sent_at`;
-        `which` is the limit it named ("requests" / "tokens"), if it named one."""
+        `which` is the limit it named ("requests" / "tokens"), if it named one. Returns the seconds
+        this caller alone waits before asking again (a rare 429: see Pacer.limited_now)."""
         with self._cond:
             now = self._clock()
             if self._refused_since is None:
                 self._refused_since = now
-            self._pacer.limited_now(now, sent_at, retry_after, hints, which, tokens)
+            alone = self._pacer.limited_now(now, sent_at, retry_after, hints, which, tokens)
             self._paced_until = max(self._paced_until, self._pacer.not_before)
+            return alone
 
     def released(self) -> None:
         """A permit was used for a request that got neither a reply nor a 429 (an error)."""

@@ -182,9 +182,13 @@ class LLMRouter:
         resp: ChatResponse | None = None
         refused, held = 0, 0.0
         estimate = token_estimate(messages, backend) if limiter is not None else 0.0
-        attempt = 0
+        attempt, alone = 0, 0.0
         while attempt <= pol.retry.max_retries:
             retry_after = None
+            if alone > 0:             # a rare 429: this call waits its Retry-After, holding no slot
+                self._sleep(alone)
+                held += alone
+                alone = 0.0
             with self._slots[role].held(priority):
                 if limiter is not None:
                     t_ask = time.monotonic()
@@ -201,7 +205,7 @@ class LLMRouter:
                     except TransientLLMError as exc:
                         if exc.kind == "rate_limit" and limiter is not None:
                             # Not a failure: the call waits for its turn again (mstar/llm/limiter.py).
-                            limiter.refused(sent_at, exc.retry_after, exc.hints, exc.limit, estimate)
+                            alone = limiter.refused(sent_at, exc.retry_after, exc.hints, exc.limit, estimate)
                             refused += 1
                             self.attempt_failed(role, "rate_limit", str(exc))
                             continue
