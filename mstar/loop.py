@@ -76,6 +76,7 @@ class Evolution:
         self.pool = Pool()
         self.failures = FailureMemory()
         self.static_results: dict[str, EvalResult] = {}   # for `rotating reuse`
+        self.rotating: dict[str, dict[str, float]] = {}   # program id -> its rotating cases' scores (champion.py)
         self._lock = threading.RLock()                    # pool, failure memory, lineage file
         # A resumed run passes the split it saved (mstar/run/resume.py).
         if split is None:
@@ -112,10 +113,19 @@ class Evolution:
             self.static_results[entry.program_id] = res
 
     def remember(self, ev: events.IterationEvent) -> None:
-        """Failure memory from one iteration's event: the loop and resume use this one rule."""
+        """What the run keeps from one iteration's event -- failure memory, the parent's rotating
+        scores, the stop condition's count: the loop and resume use this one rule."""
         with self._lock:
             self.failures.remember(ev.parent_id, ev.iteration, ev.status, ev.title, ev.attempts, ev.delta,
                                    ev.no_change)
+            if ev.rotating_scores:
+                self.rotating.setdefault(ev.parent_id, {}).update(ev.rotating_scores)
+            self.strategies.stopping.observe(ev)
+
+    def rotating_scores(self, program_id: str) -> dict[str, float]:
+        """The scores of every rotating case the program was evaluated on, by query id."""
+        with self._lock:
+            return dict(self.rotating.get(program_id, {}))
 
     def static_result(self, program_id: str) -> EvalResult | None:
         """A pool program's static-set evaluation (from memory, else from its cases file)."""
@@ -202,6 +212,7 @@ class Evolution:
             iteration=iteration, parent_id=parent.program_id, status=outcome.status, title=outcome.title,
             body=outcome.body, attempts=outcome.attempts, parent_static_score=parent.static_score,
             rotating_batch=batch, rotating_score=rot.mean_score, rotating_mode=ev.rotating,
+            rotating_scores={c.query_id: c.score for c in rot.cases if c.scored} if batch else {},
             failed_case_ids=[c["query_id"] for c in picked] if any(c["score"] < 1.0 for c in cases) else [],
             pool_seen=[e.program_id for e in seen])
         child = None
@@ -215,6 +226,9 @@ class Evolution:
                 record.program_id, record.static_score, record.per_category = child.program_id, res.mean_score, res.per_category
                 record.delta, record.eval_error, record.case_errors = res.mean_score - parent.static_score, res.error, res.case_errors
                 record.evidence = paired_gain(res, parent_res)
+                best = max(seen, key=lambda e: (e.static_score, -seen.index(e)))   # Pool.best's rule
+                record.best_evidence = record.evidence if best is parent else \
+                    paired_gain(res, self.static_result(best.program_id))
             else:
                 record.status = "failed"
         for token in started.values():   # dropping a worker an evaluation took is a no-op
@@ -306,6 +320,11 @@ class Evolution:
                     reason = self.router.stop_reason()
                     if reason:
                         stop = _Stop(reason, "budget")
+                        break
+                    with self._lock:
+                        early = self.strategies.stopping.reason()
+                    if early:   # the run is done: the champion is chosen and tested as usual
+                        stop = _Stop(early, "patience")
                         break
                     it = queue.pop(0)
                     running[pool.submit(self.iterate, it)] = it
