@@ -15,12 +15,11 @@ race, on paired evidence:
 3. Buying stops when no challenger is racing ("decided" or "tied"), when `confirm_size` items are
    bought or `confirm_rounds` batches (each about confirm_size / confirm_rounds items), when the
    next batch would take the confirmation past its share of the run's spend so far
-   (`confirm_budget`; dollars when calls are priced, else billed tokens; at most one batch past
-   it, when the first batch's estimate was short), or when the run's own budget is reached.
+   (`confirm_budget`; dollars when calls are priced, else billed tokens, of the race's questions:
+   mstar/race_budget.py estimates each batch), or when the run's own budget is reached.
 
 The champion is the leader when buying stops: the best static score until the racers share
-ten fresh items, then the best mean on those (the static set chose the racers; its leader is
-partly the luckiest). A "behind" verdict is wrong with probability at most 5% over the whole race
+ten fresh items, then the best mean on all the items they share. A "behind" verdict is wrong with probability at most 5% over the whole race
 (mstar/race.py); a tie or a spent budget makes no claim. `pick = "static"` keeps the paper's
 rule; the run records what both rules choose, and the test scores both.
 """
@@ -32,13 +31,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mstar import race
+from mstar.race_budget import SCOPE, RaceBudget
 from mstar.execution import EvalJob
 from mstar.llm import scope as llm_scope
 from mstar.pool import PoolEntry
 from mstar.stats import paired_bootstrap, paired_scores
 
 RULES = ("confirmed", "static")
-SCOPE = "confirm"
 
 
 @dataclass
@@ -88,65 +87,6 @@ def item_order(validation_size: int, static: list[int], split_seed: int) -> list
     return rest
 
 
-class Allowance:
-    """The confirmation's share of the run's spend so far, and what one program-item costs."""
-
-    def __init__(self, router, share: float | None):
-        self.router, self.share = router, share
-        if router is None or share is None:
-            self.unit, self.allowance = "items", math.inf
-            return
-        before = router.since(0)
-        self.unit = "usd" if before.get("cost_usd", 0) > 0 else "tokens"
-        self.allowance = share * self._amount(before)
-        self._first = self._per_item_from(router)
-
-    def _amount(self, sums: dict) -> float:
-        if self.unit == "usd":
-            return float(sums.get("cost_usd", 0.0))
-        return float(sums.get("prompt_tokens", 0) + sums.get("completion_tokens", 0))
-
-    def spent(self) -> float:
-        return self._amount(self.router.spent_in(SCOPE)) if self.router is not None else 0.0
-
-    def _per_item_from(self, router) -> float | None:
-        """Before any purchase: what one question cost the costliest seed (its query, answer,
-        toolkit and judge calls; extractions apart) -- the racers are usually its descendants,
-        and an estimate on the high side keeps the first batch within the share."""
-        per_scope: dict[str, list] = {}
-        for r in router.ledger.snapshot():
-            if (r.scope or "").startswith("seed_") and r.kind != "extract_knowledge_item" and r.role != "reflector":
-                per_scope.setdefault(r.scope, []).append(r)
-        costs = []
-        for recs in per_scope.values():
-            asked = sum(1 for r in recs if r.kind == "answer")
-            if asked:
-                paid = [r for r in recs if not r.cache_hit]
-                costs.append((sum(r.cost_usd for r in paid) if self.unit == "usd"
-                              else sum(r.prompt_tokens + r.completion_tokens for r in paid)) / asked)
-        return max(costs) if costs else None
-
-    def per_item(self, bought_evaluations: int) -> float | None:
-        if self.router is None or self.share is None:
-            return 0.0
-        if bought_evaluations:
-            return self.spent() / bought_evaluations
-        return self._first
-
-    def affordable(self, bought_evaluations: int) -> float:
-        """How many more program-items fit in what is left (inf without a budget)."""
-        each = self.per_item(bought_evaluations)
-        left = self.allowance - self.spent()
-        if each is None:   # nothing to estimate from: one batch is bought and measured
-            return math.inf if left > 0 else 0
-        return math.inf if each <= 0 else max(0.0, left / each)
-
-    def to_dict(self) -> dict:
-        return {"unit": self.unit, "share": self.share,
-                "allowance": None if math.isinf(self.allowance) else round(self.allowance, 6),
-                "spent": round(self.spent(), 6)}
-
-
 def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: float | None = None) -> Confirmation:
     """Race the `top` best programs by static score (evo: loop.Evolution); see the module docstring.
     `size`: the most items bought; `rounds`: the most batches; `budget`: the share of the run's
@@ -164,16 +104,15 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
     rounds = max(1, rounds)
     batch_size = max(1, math.ceil(size / rounds))
     z = race.z_for(rounds + 1)
-    money = Allowance(getattr(evo, "router", None), budget)
+    money = RaceBudget(getattr(evo, "router", None), budget)
     to_buy = item_order(len(evo.task.validation), evo.split.static, split_seed)
     qid = lambda i: evo.task.validation[i].id  # noqa: E731
     static_ids = {qid(i) for i in evo.split.static}
-    bought_evals = 0
+    evaluated = 0                                   # racer-items bought so far
     for look in range(rounds + 1):
         items_left = min(size - len(out.items), len(to_buy))
         leader = race.leader_of(evidence, order, static_ids)
-        afford = money.affordable(bought_evals)
-        more = int(min(items_left, afford / 2))   # paired items for one pair, if it alone raced on
+        more = int(min(items_left, money.pair_items(evaluated)))  # paired items, if one pair raced on
         gaps = {}
         for c in order:
             if c == leader:
@@ -198,11 +137,9 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
         have = [i for i in to_buy if any(qid(i) in evidence[p] for p in order)]
         pick = (have + [i for i in to_buy if i not in set(have)])[:min(batch_size, items_left)]
         need = {p: [i for i in pick if qid(i) not in evidence[p]] for p in order}
-        cost = sum(len(v) for v in need.values())
-        while pick and cost > afford:
+        while pick and money.batch_cost(sum(map(len, need.values())), evaluated) > money.left():
             pick = pick[:-1]
             need = {p: [i for i in pick if qid(i) not in evidence[p]] for p in order}
-            cost = sum(len(v) for v in need.values())
         if not pick:
             out.stop = "budget"
             break
@@ -210,7 +147,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
         for p, res in results.items():
             evidence[p].update(scored(res.cases))
         out.chain_calls += max((r.chain_calls for r in results.values()), default=0)
-        bought_evals += cost
+        evaluated += sum(len(v) for v in need.values())
         out.items += pick
         sources["bought"].update(qid(i) for i in pick)
         chosen = set(pick)
@@ -251,7 +188,7 @@ def _run_budget(evo) -> str | None:
     return budget.check() if budget is not None and budget.active else None
 
 
-def _look(look: int, bought: int, order: list[str], leader: str, gaps: dict, money: Allowance) -> dict:
+def _look(look: int, bought: int, order: list[str], leader: str, gaps: dict, money: RaceBudget) -> dict:
     runner = max(gaps, key=lambda p: (gaps[p].high, -order.index(p))) if gaps else None
     return {"round": look, "items": bought, "programs": list(order), "leader": leader, "runner_up": runner,
             "gap": gaps[runner].to_dict() if runner else None,

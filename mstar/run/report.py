@@ -81,7 +81,9 @@ def _algorithm(evo: dict, sandbox: dict) -> str:
              f"runtime-fix rounds {_e(evo.get('runtime_fix_rounds', '-'))}",
              f"split seed {_e(evo.get('split_seed', '-'))}",
              f"champion by {_e(evo.get('pick', 'static'))} (confirm top {_e(evo.get('confirm_top', '-'))} "
-             f"on {_e(evo.get('confirm_size', '-'))} items, up to {_e(evo.get('confirm_rounds', 1))} rounds)",
+             f"on up to {_e(evo.get('confirm_size', '-'))} items in {_e(evo.get('confirm_rounds', 1))} batches"
+             + (f" within {float(evo['confirm_budget']):.0%} of the spend" if evo.get("confirm_budget") else "") + ")",
+             f"patience {_e(evo.get('patience') or '-')}",
              f"prompts {_e(evo.get('prompts', 'mstar'))}", f"parallel {_e(evo.get('parallel', 1))}"]
     return ", ".join(parts)
 
@@ -93,10 +95,17 @@ def _confirmation(ev) -> str:
                      for pid, sc in ev.scores.items())]
     for r in ev.rounds:
         gap = r.get("gap") or {}
+        verdicts = r.get("gaps") or {}
         out.append(f"round {_e(r.get('round'))} ({_e(r.get('items'))} items): <span class='id'>{_e(r.get('leader'))}"
                    f"</span> ahead of <span class='id'>{_e(r.get('runner_up'))}</span> by {gap.get('mean', 0):+.3f} "
                    f"[{gap.get('low', 0):+.3f}, {gap.get('high', 0):+.3f}]"
-                   + (" -- decided" if r.get("decided") else ""))
+                   + (" -- decided" if r.get("decided") else "")
+                   + (" (" + ", ".join(f"{_e(p)} {_e(g.get('verdict'))}" for p, g in verdicts.items()) + ")"
+                      if verdicts else ""))
+    if getattr(ev, "stop", ""):
+        spent = ev.budget or {}
+        out.append(f"stopped buying: {_e(ev.stop)}" + (f" ({spent.get('spent', 0):,.0f} of {spent['allowance']:,.0f} "
+                                                       f"{_e(spent.get('unit'))})" if spent.get("allowance") else ""))
     return "<br>".join(out)
 
 
