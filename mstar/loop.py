@@ -43,6 +43,7 @@ from mstar.run.summary import RunSummary
 from mstar.split import Split, make_split, rotating_batch
 from mstar.split.embed import make_embedder
 from mstar.strategies import FailureMemory, Strategies
+from mstar.strategies.stopping import is_gain
 from mstar.tasks import Task
 
 Progress = Callable[[events.Event], None]
@@ -77,6 +78,8 @@ class Evolution:
         self.failures = FailureMemory()
         self.static_results: dict[str, EvalResult] = {}   # for `rotating reuse`
         self.rotating: dict[str, dict[str, float]] = {}   # program id -> its rotating cases' scores (champion.py)
+        self.reference: str | None = None   # the best program as of the run's last significant gain
+                                            # (None: the best seed), what a child must beat to count
         self._lock = threading.RLock()                    # pool, failure memory, lineage file
         # A resumed run passes the split it saved (mstar/run/resume.py).
         if split is None:
@@ -120,7 +123,18 @@ class Evolution:
                                    ev.no_change)
             if ev.rotating_scores:
                 self.rotating.setdefault(ev.parent_id, {}).update(ev.rotating_scores)
+            if is_gain(ev):     # the child joined already: the best program from now on
+                self.reference = self.pool.best().program_id
             self.strategies.stopping.observe(ev)
+
+    def reference_id(self) -> str:
+        """What the next child must significantly beat for the run to count a gain: the best
+        program as of the last gain, the best seed before any (strategies/stopping.py)."""
+        with self._lock:
+            if self.reference is not None:
+                return self.reference
+            seeds = [e for e in self.pool.entries if e.parent_id is None]
+            return max(seeds, key=lambda e: (e.static_score, -seeds.index(e))).program_id
 
     def rotating_scores(self, program_id: str) -> dict[str, float]:
         """The scores of every rotating case the program was evaluated on, by query id."""
@@ -179,6 +193,7 @@ class Evolution:
             parent = self.strategies.selection.select([e for e in seen if not e.no_change] or seen, rng)
             lineage = self.pool.lineage_lines(parent.program_id)
             tried = self.failures.notes(parent.program_id)
+            reference = self.reference_id()
         if ev.rotating == "reuse" and (rot := self.static_result(parent.program_id)) is not None:
             batch, timing = [], {"rotating_eval_s": 0.0, "rotating_sandbox_s": 0.0, "rotating_chain_calls": 0}
         else:
@@ -226,9 +241,9 @@ class Evolution:
                 record.program_id, record.static_score, record.per_category = child.program_id, res.mean_score, res.per_category
                 record.delta, record.eval_error, record.case_errors = res.mean_score - parent.static_score, res.error, res.case_errors
                 record.evidence = paired_gain(res, parent_res)
-                best = max(seen, key=lambda e: (e.static_score, -seen.index(e)))   # Pool.best's rule
-                record.best_evidence = record.evidence if best is parent else \
-                    paired_gain(res, self.static_result(best.program_id))
+                record.reference_id = reference
+                record.progress_evidence = record.evidence if reference == parent.program_id else \
+                    paired_gain(res, self.static_result(reference))
             else:
                 record.status = "failed"
         for token in started.values():   # dropping a worker an evaluation took is a no-op

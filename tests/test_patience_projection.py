@@ -12,7 +12,8 @@ from mstar.run.progress import ProgressPrinter
 from mstar.run.projection import Projection, Shape
 from mstar.strategies.stopping import Patience, is_gain
 
-SMALL = ["--task", "sample", "--size", "0.3", "--static-size", "6", "--seed", "0"]
+# The whole sample, as the README's run: its first child is a significant gain over the best seed.
+PATIENT = ["--task", "sample", "--seed", "0", "--rotating", "reuse", "--iterations", "30", "--patience", "3"]
 
 
 def _record(kind: str, tokens: int, scope: str = "seed_a"):
@@ -24,7 +25,7 @@ def _iteration(it: int, *, gain: bool = False, calls: int = 10, tokens: int = 10
                 "significant": gain}
     return {"event": "iteration", "iteration": it, "parent_id": "seed_a", "status": "ok", "title": f"edit {it}",
             "program_id": f"iter_{it:03d}", "static_score": 0.5, "delta": 0.0, "best_static_score": 0.5,
-            "evidence": evidence, "best_evidence": evidence, "seconds": 1.0,
+            "evidence": evidence, "progress_evidence": evidence, "seconds": 1.0,
             "llm": {"calls": calls, "prompt_tokens": tokens, "completion_tokens": 0}}
 
 
@@ -61,16 +62,16 @@ def test_patience_counts_iterations_since_the_last_gain_over_the_best():
     for ev in events:
         rule.observe(ev)
         reasons.append(rule.reason())
-    assert reasons[:4] == [None, None, None, None] and "no significant gain over the best program in 3" in reasons[4]
+    assert reasons[:4] == [None, None, None, None] and "no significant gain in 3 iterations" in reasons[4]
     # A gain over a weak parent that does not beat the best program is no gain of the run.
     weak = _iteration(6, gain=True)
-    weak["best_evidence"] = {"mean": -0.1, "low": -0.2, "high": 0.0, "n": 6, "significant": False}
+    weak["progress_evidence"] = {"mean": -0.1, "low": -0.2, "high": 0.0, "n": 6, "significant": False}
     assert is_gain(ev_types.from_dict(_iteration(7, gain=True))) and not is_gain(ev_types.from_dict(weak))
 
 
 def test_a_patient_run_ends_early_still_confirms_and_tests_its_champion(tmp_path, capsys):
     run = tmp_path / "run"
-    assert main(["evolve", *SMALL, "--iterations", "30", "--patience", "3", "--out", str(run)]) == 0
+    assert main(["evolve", *PATIENT, "--out", str(run)]) == 0
     said = capsys.readouterr().out
     evs = ev_types.read_lineage(run / "lineage.jsonl")
     its = ev_types.iterations(evs)
@@ -79,6 +80,18 @@ def test_a_patient_run_ends_early_still_confirms_and_tests_its_champion(tmp_path
     # It stopped at the first moment the last 3 iterations had no gain over the best, not before.
     streak = [sum(1 for _ in _tail_without_gain(its[:k])) for k in range(1, len(its) + 1)]
     assert streak[-1] == 3 and all(s < 3 for s in streak[:-1])
+    # Each child was measured against the run's reference: the best seed, then the best program
+    # as of the last gain.
+    scores = {e.program_id: e.static_score for e in ev_types.seeds(evs)}
+    reference = max(scores, key=lambda p: (scores[p], -list(scores).index(p)))
+    moved = 0
+    for ev in its:
+        assert ev.reference_id == reference or not ev.added_child
+        if ev.added_child:
+            scores[ev.program_id] = ev.static_score
+        if is_gain(ev):
+            reference, moved = max(scores, key=lambda p: (scores[p], -list(scores).index(p))), moved + 1
+    assert moved >= 1, "this run has a significant gain, after which its children face the new best"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["iterations"] == len(its) and summary["test_score"] is not None and summary["stop_reason"] is None
     assert "--patience 3" in summary["early_stop"]

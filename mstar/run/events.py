@@ -60,8 +60,9 @@ class IterationEvent:
     per_category: dict = field(default_factory=dict)
     delta: float | None = None              # child's static score minus the parent's
     evidence: dict | None = None            # the same, paired item by item: mean, low, high, n, significant
-    best_evidence: dict | None = None       # the child against the best program the iteration saw, paired
-                                            # (a gain of the run: strategies/stopping.py)
+    reference_id: str | None = None         # the best program as of the run's last significant gain
+    progress_evidence: dict | None = None   # the child against it, paired: a gain of the run when
+                                            # significant (strategies/stopping.py)
     no_change: bool = False                 # the child answered every static item as its parent did
     runtime_fixes: list = field(default_factory=list)  # rounds of fixing a child that failed at run time
     eval_error: dict | None = None

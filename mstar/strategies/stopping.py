@@ -7,9 +7,11 @@ children. A stop condition is fed every finished iteration's event, in the order
 whether the run should end there. The loop then chooses and tests the champion as usual.
 
 What counts as progress: a child significantly better, item by item on the static set (95%
-paired interval), than the best program in the pool when its iteration began -- its event's
-`best_evidence`. A child that is only better than a weak parent (the console's GAIN) does not
-move the run forward, and a higher static score within the noise is not a gain.
+paired interval, its event's `progress_evidence`), than the run's reference -- the best seed at
+first, then the best program as of the last gain (the loop keeps it: Evolution.reference_id).
+Measured against that fixed reference, small steps that are each within the noise add up to a
+gain once together they are significant (on the sample, +0.04 a step on 25 items never is
+alone). A child only better than a weak parent (the console's GAIN) does not move the run on.
 
     Never      the paper: every iteration runs (default)
     Patience   stops after `n` finished iterations in a row without such a gain (`--patience N`)
@@ -20,8 +22,8 @@ from typing import Protocol
 
 
 def is_gain(ev) -> bool:
-    """Did this iteration's child significantly beat the best program its iteration saw?"""
-    e = getattr(ev, "best_evidence", None) or {}
+    """Did this iteration's child significantly beat the run's reference program?"""
+    e = getattr(ev, "progress_evidence", None) or {}
     return bool(getattr(ev, "added_child", False) and e.get("significant") and e.get("mean", 0) > 0)
 
 
@@ -62,8 +64,8 @@ class Patience(Stalled):
     def reason(self) -> str | None:
         if self.since_gain < self.n:
             return None
-        since = f"since iteration {self.last_gain}" if self.last_gain else "since the seeds"
-        return f"--patience {self.n}: no significant gain over the best program in {self.since_gain} iterations ({since})"
+        since = f"the last at iteration {self.last_gain}" if self.last_gain else "none since the seeds"
+        return f"--patience {self.n}: no significant gain in {self.since_gain} iterations ({since})"
 
 
 def make_stopping(patience: int | None) -> StopCondition:
