@@ -14,14 +14,14 @@ race, on paired evidence:
    fixed order drawn from the split's seed.
 3. Buying stops when no challenger is racing ("decided" or "tied"), when `confirm_size` items are
    bought or `confirm_rounds` batches (each about confirm_size / confirm_rounds items), when the
-   next batch would take the confirmation past its share of the run's spend so far
-   (`confirm_budget`; dollars when calls are priced, else billed tokens, of the race's questions:
-   mstar/race_budget.py estimates each batch), or when the run's own budget is reached.
+   next batch would take the confirmation past its share (`confirm_budget`) of the questions the
+   run scored before it (mstar/race_budget.py), or when the run's own budget is reached.
 
 The champion is the leader when buying stops: the best static score until the racers share
-ten fresh items, then the best mean on all the items they share. A "behind" verdict is wrong with probability at most 5% over the whole race
-(mstar/race.py); a tie or a spent budget makes no claim. `pick = "static"` keeps the paper's
-rule; the run records what both rules choose, and the test scores both.
+ten fresh items, then the best mean on all the items they share, if it is ahead of the leader
+so far by more than a standard error (mstar/race.py). A "behind" verdict is wrong
+with probability at most 5% over the whole race (mstar/race.py); a tie or a spent budget makes
+no claim. `pick = "static"` keeps the paper's rule; the run records what both rules choose.
 """
 from __future__ import annotations
 
@@ -31,13 +31,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mstar import race
-from mstar.race_budget import SCOPE, RaceBudget
+from mstar.race_budget import RaceBudget, questions_asked
 from mstar.execution import EvalJob
 from mstar.llm import scope as llm_scope
 from mstar.pool import PoolEntry
+from mstar.run import events as ev_types
 from mstar.stats import paired_bootstrap, paired_scores
 
 RULES = ("confirmed", "static")
+SCOPE = "confirm"                                      # the race's LLM calls (mstar.llm.scope)
 
 
 @dataclass
@@ -104,15 +106,14 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
     rounds = max(1, rounds)
     batch_size = max(1, math.ceil(size / rounds))
     z = race.z_for(rounds + 1)
-    money = RaceBudget(getattr(evo, "router", None), budget)
+    money = RaceBudget(budget, _asked_before(evo))
     to_buy = item_order(len(evo.task.validation), evo.split.static, split_seed)
     qid = lambda i: evo.task.validation[i].id  # noqa: E731
     static_ids = {qid(i) for i in evo.split.static}
-    evaluated = 0                                   # racer-items bought so far
     for look in range(rounds + 1):
         items_left = min(size - len(out.items), len(to_buy))
-        leader = race.leader_of(evidence, order, static_ids)
-        more = int(min(items_left, money.pair_items(evaluated)))  # paired items, if one pair raced on
+        leader = race.leader_of(evidence, order, static_ids, out.confirmed_id)
+        more = int(min(items_left, money.pair_items()))   # paired items, if one pair raced on
         gaps = {}
         for c in order:
             if c == leader:
@@ -137,7 +138,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
         have = [i for i in to_buy if any(qid(i) in evidence[p] for p in order)]
         pick = (have + [i for i in to_buy if i not in set(have)])[:min(batch_size, items_left)]
         need = {p: [i for i in pick if qid(i) not in evidence[p]] for p in order}
-        while pick and money.batch_cost(sum(map(len, need.values())), evaluated) > money.left():
+        while pick and sum(map(len, need.values())) > money.left():
             pick = pick[:-1]
             need = {p: [i for i in pick if qid(i) not in evidence[p]] for p in order}
         if not pick:
@@ -147,7 +148,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
         for p, res in results.items():
             evidence[p].update(scored(res.cases))
         out.chain_calls += max((r.chain_calls for r in results.values()), default=0)
-        evaluated += sum(len(v) for v in need.values())
+        money.used += sum(len(v) for v in need.values())
         out.items += pick
         sources["bought"].update(qid(i) for i in pick)
         chosen = set(pick)
@@ -182,6 +183,15 @@ def _evaluate(evo, sources: dict[str, str], need: dict[str, list[int]]) -> dict:
         return {p: f.result() for p, f in futures.items()}
 
 
+def _asked_before(evo) -> int:
+    """The questions the run scored before the confirmation, from its lineage (resume-proof)."""
+    store = getattr(evo, "store", None)
+    if store is None:
+        return 0
+    lines, _ = store.read_jsonl_tolerant("lineage.jsonl")
+    return questions_asked([e for e in map(ev_types.from_dict, lines) if e is not None], len(evo.split.static))
+
+
 def _run_budget(evo) -> str | None:
     router = getattr(evo, "router", None)
     budget = getattr(getattr(router, "ledger", None), "budget", None)
@@ -194,7 +204,7 @@ def _look(look: int, bought: int, order: list[str], leader: str, gaps: dict, mon
             "gap": gaps[runner].to_dict() if runner else None,
             "gaps": {p: g.to_dict() for p, g in gaps.items()},
             "decided": bool(gaps) and all(g.verdict == "behind" for g in gaps.values()),
-            "spent": round(money.spent(), 6)}
+            "spent": money.used}
 
 
 def _record(out: Confirmation, entry: PoolEntry, evidence: dict, sources: dict, evo) -> None:

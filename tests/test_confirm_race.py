@@ -113,64 +113,32 @@ def test_the_race_buys_batches_until_the_better_program_shows_and_stops_there():
     assert len(c_batches) < len(b_batches)                  # c left the race before the end
 
 
-def _call(scope: str, kind: str, tokens: int):
-    return SimpleNamespace(scope=scope, kind=kind, role="task", cache_hit=False, cost_usd=0.0,
-                           prompt_tokens=tokens, completion_tokens=0)
+def _lineage_store(seeds: int, iterations: int, rotating: int = 5, static_size: int = 25):
+    """A run folder's lineage as the race reads it: `seeds` seed events and `iterations`
+    iterations, each with a rotating batch and a child scored on the static set."""
+    lines = [{"event": "seed", "program_id": f"seed_{i}"} for i in range(seeds)]
+    lines += [{"event": "iteration", "iteration": i, "parent_id": "seed_0", "status": "ok",
+               "program_id": f"iter_{i:03d}", "rotating_batch": list(range(rotating))} for i in range(1, iterations + 1)]
+    return SimpleNamespace(read_jsonl_tolerant=lambda rel: (lines, None))
 
 
-class _Ledger:
-    """The seeds' calls (25 questions each, query + answer at 50 tokens; 100 extractions at 30
-    tokens), then whatever the race's evaluations add under the "confirm" scope."""
-
-    budget = SimpleNamespace(active=False)
-
-    def __init__(self):
-        self.records = [_call(f"seed_{p}", k, 50) for p in "abc" for _ in range(25)
-                        for k in ("formulate_query", "answer")]
-        self.records += [_call(f"seed_{p}", "extract_knowledge_item", 30) for p in "abc" for _ in range(100)]
-
-    def snapshot(self):
-        return list(self.records)
-
-
-class _Router:
-    def __init__(self):
-        self.ledger = _Ledger()
-
-    def since(self, mark):
-        return {"cost_usd": 0.0, "prompt_tokens": 100_000, "completion_tokens": 0}
-
-    def spent_in(self, scope):
-        return {"cost_usd": 0.0, "completion_tokens": 0,
-                "prompt_tokens": sum(r.prompt_tokens for r in self.ledger.records if r.scope == scope)}
-
-
-def _paying(evo, router, *, writes: bool):
-    """The race's evaluations pay as the seeds did: 100 tokens a question, and with `writes`
-    3,000 for writing the program's knowledge base again."""
-    real_run = evo.executor.run
-
-    def run(job):
-        if writes:
-            router.ledger.records.append(_call("confirm", "extract_knowledge_item", 3000))
-        router.ledger.records += [_call("confirm", k, 50) for _ in job.indices for k in ("formulate_query", "answer")]
-        return real_run(job)
-    evo.executor.run = run
-
-
-@pytest.mark.parametrize("writes", [False, True])
-def test_the_budget_share_stops_buying_and_is_never_passed(writes):
+def test_the_budget_share_of_the_questions_asked_stops_buying_and_is_never_passed():
+    """3 seeds x 25 + 10 iterations x (5 + 25) = 375 questions asked: 10% is 37 racer-items."""
     scores = {"a": _noisy(4), "b": _noisy(5, -0.01), "c": _noisy(6, -0.02)}
-    router = _Router()
-    evo, asked = _evo(scores, router=router)
-    _paying(evo, router, writes=writes)
-    got = champion.confirm(evo, top=3, size=400, split_seed=42, rounds=10, budget=0.1)   # 10,000 tokens
-    assert got.stop == "budget" and got.budget["unit"] == "tokens" and got.budget["allowance"] == 10_000
-    assert 10_000 - 100 * 3 <= got.budget["spent"] <= 10_000    # estimated ahead: used, never passed
-    assert len(got.items) > 30
-    # Writing a knowledge base again asks the extraction prompts the run paid for already (the
-    # cache answers them): reported, not counted against the share.
-    assert got.budget["writes"] == (3000 * len(asked) if writes else 0)
+    evo, asked = _evo(scores)
+    evo.store = _lineage_store(3, 10)
+    got = champion.confirm(evo, top=3, size=400, split_seed=42, rounds=10, budget=0.1)
+    bought = sum(len(ix) for _, ix in asked)
+    assert got.stop == "budget" and got.budget == {"unit": "questions", "share": 0.1, "allowance": 37.5,
+                                                   "spent": bought}
+    assert 37.5 - 3 < bought <= 37.5 and len(got.items) == bought // 3 < 400
+    # Runtime fixes score the child again; a gate failure scores nothing.
+    from mstar.race_budget import questions_asked
+    from mstar.run import events as ev_types
+    fixed = ev_types.IterationEvent(1, "seed_0", status="ok", program_id="iter_001", rotating_batch=[1, 2],
+                                    runtime_fixes=[{"round": 1, "status": "ok", "static_score": 0.5}])
+    failed = ev_types.IterationEvent(2, "seed_0", status="failed", rotating_batch=[1, 2, 3])
+    assert questions_asked([fixed, failed], 25) == 2 + 50 + 3
 
 
 def test_items_a_racer_has_from_its_rotating_batches_are_bought_first_for_the_others_only():

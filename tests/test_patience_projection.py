@@ -46,6 +46,7 @@ def test_the_projection_follows_the_seeds_then_the_iterations_and_the_stalled_co
     # programs, 2 x (3 x 100 + 4 x 100) tok, 2 x (3 + 4 x 2) calls: 70.4 calls, 23,840 tok.
     plan = out.getvalue().splitlines()[1]
     assert plan.startswith("plan    4 iterations: ~70 calls, ~23.8k tokens in all") and "test ~22 calls" in plan
+    assert "confirmation ~10% of the spend before it" in plan
     for it, gain in ((1, False), (2, False), (3, True), (4, False)):
         printer(ev_types.from_dict(_iteration(it, gain=gain)))
     lines = [line for line in out.getvalue().splitlines() if line.startswith("iter")]

@@ -6,8 +6,9 @@ Made once the seeds are scored and again after every iteration, for the progress
   + iterations left x one iteration (the mean of this process's iterations; before the first,
     an estimate from the seed evaluations: a child scored on the static set, the parent on a
     rotating batch with `--rotating fresh`, ~1.5 reflector calls)
-  + the end: the confirmation's budget share of the spend before it, and the test (the champion
-    and the best seed, every episode written, every test question asked).
+  + the end: the confirmation (its budget is a share of the questions asked before it, taken
+    here as that share of the spend before it), and the test (the champion and the best seed,
+    every episode written, every test question asked).
 
 The seed estimate splits the seeds' calls into per-episode ones (extractions) and per-question
 ones (query, answer, toolkit, judge): what a test of other sizes costs follows. Cache hits count
@@ -156,7 +157,7 @@ class Projection:
         from mstar.run.progress import format_count
         t, per = self.total(), self.first or Spend()
         money = f", ~${t.usd:.2f}" if t.usd else ""
-        share = f"confirmation <= {self.shape.confirm_share:.0%} of the spend before it; " \
+        share = f"confirmation ~{self.shape.confirm_share:.0%} of the spend before it; " \
             if self.shape.confirm_share else ""
         return (f"plan    {self.shape.iterations} iterations: ~{format_count(t.calls)} calls, "
                 f"~{format_count(t.tokens)} tokens{money} in all (~{format_count(per.calls)} calls "
