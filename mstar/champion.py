@@ -56,6 +56,12 @@ class Confirmation:
     def champion(self, rule: str) -> str:
         return self.static_id if rule == "static" or not self.confirmed_id else self.confirmed_id
 
+    @classmethod
+    def from_event(cls, ev) -> "Confirmation":
+        """The confirmation a run recorded before it was killed (resume does not race again)."""
+        return cls(list(ev.bought), dict(ev.scores), ev.confirmed_id or ev.static_id or "", ev.static_id or "",
+                   int((ev.timing or {}).get("chain_calls", 0)), list(ev.rounds), ev.stop, dict(ev.budget))
+
 
 def candidates(entries: list[PoolEntry], top: int, *, ties: bool = False) -> list[PoolEntry]:
     """The `top` best by static score, best first (equal scores: the earlier program first). With

@@ -48,10 +48,13 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
     confirmation, tests, t_test = None, {}, time.perf_counter()
     if stop is None:
         try:
-            confirmation = champ.confirm(evo, ev.confirm_top, ev.confirm_size, ev.split_seed,
-                                         ev.confirm_rounds, getattr(ev, "confirm_budget", None)) \
+            # A run killed after its confirmation was recorded goes on from it (mstar/run/resume.py).
+            prior = getattr(evo, "prior_confirmation", None)
+            confirmation = champ.Confirmation.from_event(prior) if prior is not None else \
+                champ.confirm(evo, ev.confirm_top, ev.confirm_size, ev.split_seed,
+                              ev.confirm_rounds, getattr(ev, "confirm_budget", None)) \
                 if rule == "confirmed" or ev.confirm_top > 1 else None
-            if confirmation is not None:
+            if confirmation is not None and prior is None:
                 evo._event(events.ConfirmationEvent(
                     items=len(confirmation.items), scores=confirmation.scores, confirmed_id=confirmation.confirmed_id,
                     static_id=confirmation.static_id, rule=rule, rounds=confirmation.rounds,

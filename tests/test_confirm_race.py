@@ -158,3 +158,31 @@ def test_no_race_without_items_or_rivals(size, top):
     evo, asked = _evo({p: (lambda i: 0.5) for p in "abc"})
     got = champion.confirm(evo, top=top, size=size, split_seed=42, rounds=10)
     assert got.confirmed_id == "a" and asked == [] and got.rounds == []
+
+
+# ---------------------------------------------------------------- resume after the confirmation
+
+def test_a_run_killed_between_its_confirmation_and_its_test_is_tested_without_racing_again(tmp_path_factory, tmp_path):
+    from run_helpers import copy_run, lineage, small_run
+
+    from mstar.cli import main
+    from mstar.run import events as ev_types
+
+    done = small_run(tmp_path_factory)
+    run = copy_run(done, tmp_path / "run")
+    lines = (run / "lineage.jsonl").read_text().splitlines()
+    assert json_kind(lines[-2]) == "confirmation" and json_kind(lines[-1]) == "test"
+    (run / "lineage.jsonl").write_text("\n".join(lines[:-1]) + "\n")     # killed during the test
+    usage = (run / "llm_usage.jsonl").read_text().splitlines()
+    (run / "llm_usage.jsonl").write_text("\n".join(u for u in usage if '"scope": "test"' not in u) + "\n")
+    before = len((run / "llm_usage.jsonl").read_text().splitlines())
+    assert main(["resume", str(run), "--quiet"]) == 0
+    assert lineage(run) == lineage(done)                  # one confirmation event, then the test
+    added = (run / "llm_usage.jsonl").read_text().splitlines()[before:]
+    assert added and not any('"scope": "confirm"' in u for u in added)   # no new race
+    assert isinstance(ev_types.read_lineage(run / "lineage.jsonl")[-1], ev_types.TestEvent)
+
+
+def json_kind(line: str) -> str:
+    import json
+    return json.loads(line)["event"]
