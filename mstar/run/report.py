@@ -80,12 +80,18 @@ def _algorithm(evo: dict, sandbox: dict) -> str:
              f"toolkit budget {_e(sandbox.get('llm_calls_per_op', '-'))} call(s) per op",
              f"runtime-fix rounds {_e(evo.get('runtime_fix_rounds', '-'))}",
              f"split seed {_e(evo.get('split_seed', '-'))}",
-             f"champion by {_e(evo.get('pick', 'static'))} (confirm top {_e(evo.get('confirm_top', '-'))} "
-             f"on up to {_e(evo.get('confirm_size', '-'))} items in {_e(evo.get('confirm_rounds', 1))} batches"
-             + (f" within {float(evo['confirm_budget']):.0%} of the spend" if evo.get("confirm_budget") else "") + ")",
+             f"champion by {_e(evo.get('pick', 'static'))} ({_race(evo)})",
              f"patience {_e(evo.get('patience') or '-')}",
              f"prompts {_e(evo.get('prompts', 'mstar'))}", f"parallel {_e(evo.get('parallel', 1))}"]
     return ", ".join(parts)
+
+
+def _race(evo: dict) -> str:
+    if evo.get("confirm_size") == 0:
+        return "no confirmation race: --confirm-size 0"
+    return (f"confirm top {_e(evo.get('confirm_top', '-'))} on up to {_e(evo.get('confirm_size', '-'))} items in "
+            f"{_e(evo.get('confirm_rounds', 1))} batches"
+            + (f" within {float(evo['confirm_budget']):.0%} of the questions asked" if evo.get("confirm_budget") else ""))
 
 
 def _confirmation(ev) -> str:
