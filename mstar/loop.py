@@ -12,7 +12,8 @@ paper's loop, draw for draw. Evaluations go to an executor (mstar.execution: thi
 Ray cluster). This module is the only one that changes the pool; the strategies only propose.
 Every step ends in one typed lineage event (mstar.run.events), written before the step counts
 as done. An endpoint that fails (mstar.evaluation.EndpointOutage, FatalLLMError) stops the run
-resumably; it is never scored.
+resumably; it is never scored. The stop condition (strategies.stopping, `--patience`) may end the
+run before its last iteration; the champion is then chosen and tested as usual.
 """
 from __future__ import annotations
 

@@ -105,8 +105,9 @@ def add_algorithm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts", choices=("mstar", "paper"), default=ev.prompts,
                    help="prompt wording: the project's, or the paper's (Appendix G/H)")
     p.add_argument("--patience", type=int, default=ev.patience, metavar="N",
-                   help="end the run after N iterations in a row without a significant gain over the best "
-                        "program (the champion is still confirmed and tested; default: run every iteration)")
+                   help="end the run after N iterations in a row without a significant gain (a child better, "
+                        "paired, than the best program as of the last gain); the champion is still confirmed and "
+                        "tested (default: run every iteration)")
 
 
 def add_llm_args(p: argparse.ArgumentParser) -> None:
