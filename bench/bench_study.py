@@ -5,20 +5,25 @@
     python bench/bench_study.py --task sample --seeds 3 --iterations 20
     python bench/bench_study.py --out runs/study --reuse       # re-read finished runs, no new runs
 
-Runs `evolve.py --task T --seed s --iterations I` once per seed (fresh processes, at most --jobs
-at once; everything else at its default: `--pick confirmed`, `--confirm-top 3`, `--confirm-size
-100`, `--confirm-rounds 3`), then reads each run folder:
+Runs `evolve.py --task T --seed s --iterations I --test-both` once per seed (fresh processes, at
+most --jobs at once; everything else at its default: `--pick confirmed`, `--confirm-top 3`,
+`--confirm-size 200`, `--confirm-rounds 10`, `--confirm-budget 0.1`), then reads each run folder:
 
 - summary.json: the champion of each rule (confirmed / static) with its test score, the best
   seed by static score and its test score;
 - cases/<id>.test.json: the per-question test scores, so each rule's champion gets its paired
   difference to the best seed with a 95% bootstrap interval (mstar.stats, 10,000 resamples);
 - lineage.jsonl: children and the ones marked "no behavioural change" (and, for the second
-  table, each child's edit kind with its paired static evidence against its parent).
+  table, each child's edit kind with its paired static evidence against its parent), and the
+  confirmation's LLM calls and items;
+- the champion's regret (bench/regret.py): every program of the run scored on 500 validation
+  items the run never used (outside the static set, the rotating batches and the confirmation's
+  items), the best one's mean minus the champion's (`--no-regret` skips it).
 
-Targets (issue 18, offline LoCoMo, 5 seeds x 10 iterations): the confirmed champion beats the
-best seed significantly in >= 4 of 5 seeds, its mean test F1 is >= 0.21, and no-change children
-are <= 25% of all children. Exit status 0 when all three hold.
+Targets (issues 18 and 28, offline LoCoMo, 5 seeds x 10 iterations): the confirmed champion
+beats the best seed significantly in >= 4 of 5 seeds, its mean test F1 is >= 0.21, no-change
+children are <= 25% of all children, and the champion's regret is <= 0.01 in >= 4 of 5 seeds.
+Exit status 0 when all hold.
 
 What moved the score (offline LoCoMo, test F1 of one edit on a program; "val" = paired on all
 1,440 validation items; static-set deltas are on 25 items and cannot tell these apart):
@@ -56,13 +61,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # bench/regret.py
 
 from mstar.run import events as ev_types  # noqa: E402
 from mstar.stats import PairedDiff, paired_bootstrap, paired_scores  # noqa: E402
 
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 RULES = ("confirmed", "static")
-TARGET_WINS, TARGET_MEAN, TARGET_NO_CHANGE = 4 / 5, 0.21, 0.25
+TARGET_WINS, TARGET_MEAN, TARGET_NO_CHANGE, TARGET_REGRET = 4 / 5, 0.21, 0.25, 0.01
 
 
 @dataclass
@@ -82,6 +88,11 @@ class SeedResult:
     children: int
     no_change: int
     edits: list[tuple[str, dict | None, bool]] = field(default_factory=list)  # (kind, evidence, no_change)
+    confirm_calls: int = 0
+    confirm_items: int = 0
+    confirm_stop: str = ""
+    regret: float | None = None          # bench/regret.py: best program's mean - the champion's
+    regret_best: str = ""
 
 
 # ---------------------------------------------------------------- running
@@ -89,7 +100,7 @@ class SeedResult:
 def run_one(seed: int, args, out: Path) -> float:
     """One evolution run in its own process; its wall time."""
     cmd = [sys.executable, "evolve.py", "--task", args.task, "--iterations", str(args.iterations),
-           "--seed", str(seed), "--out", str(out), "--quiet"]
+           "--seed", str(seed), "--out", str(out), "--quiet", "--test-both"]
     if args.data:
         cmd += ["--data", str(args.data)]
     cmd += args.extra
@@ -110,7 +121,9 @@ def read_run(seed: int, run: Path, wall_s: float) -> SeedResult:
     summary = json.loads((run / "summary.json").read_text())
     if summary.get("stop_reason"):
         raise SystemExit(f"seed {seed}: the run stopped early: {summary['stop_reason']}")
-    seed_id = summary["best_seed_id"]
+    # The champion may be the best seed itself: the summary then names no other seed.
+    seed_id = summary["best_seed_id"] or summary["best_id"]
+    seed_test = summary["best_seed_test"] if summary["best_seed_id"] else summary["test_score"]
     seed_cases = _test_cases(run, seed_id)
     picks = {}
     for rule in RULES:
@@ -125,8 +138,10 @@ def read_run(seed: int, run: Path, wall_s: float) -> SeedResult:
     events = ev_types.read_lineage(run / "lineage.jsonl")
     kids = [e for e in ev_types.iterations(events) if e.added_child]
     edits = [(e.title.split(":", 1)[0].strip(), e.evidence, e.no_change) for e in kids]
-    return SeedResult(seed, wall_s, seed_id, summary.get("best_seed_test"), picks, len(kids),
-                      sum(e.no_change for e in kids), edits)
+    conf = next((e for e in events if isinstance(e, ev_types.ConfirmationEvent)), None)
+    return SeedResult(seed, wall_s, seed_id, seed_test, picks, len(kids),
+                      sum(e.no_change for e in kids), edits, confirm_calls=int((conf.llm or {}).get("calls", 0))
+                      if conf else 0, confirm_items=conf.items if conf else 0, confirm_stop=conf.stop if conf else "")
 
 
 # ---------------------------------------------------------------- tables
@@ -143,14 +158,18 @@ def _sig(p: Pick) -> str:
 
 def study_table(results: list[SeedResult]) -> list[str]:
     head = ["seed", "confirmed champion", "test", "vs best seed [95%]", "sig.",
-            "static champion", "test", "vs best seed [95%]", "sig.", "best seed test", "no-change", "wall s"]
+            "static champion", "test", "vs best seed [95%]", "sig.", "best seed test", "no-change",
+            "confirmation calls (items, stop)", "regret (best)", "wall s"]
     rows = []
     for r in results:
         c, s = r.picks["confirmed"], r.picks["static"]
         share = r.no_change / r.children if r.children else 0.0
         rows.append([str(r.seed), c.program_id, f"{c.test:.3f}", _diff_text(c), _sig(c),
                      s.program_id, f"{s.test:.3f}", _diff_text(s), _sig(s),
-                     f"{r.best_seed_test:.3f}", f"{r.no_change}/{r.children} ({share:.0%})", f"{r.wall_s:.0f}" if r.wall_s else "-"])
+                     f"{r.best_seed_test:.3f}", f"{r.no_change}/{r.children} ({share:.0%})",
+                     f"{r.confirm_calls} ({r.confirm_items}, {r.confirm_stop or '-'})",
+                     f"{r.regret:.4f} ({r.regret_best})" if r.regret is not None else "-",
+                     f"{r.wall_s:.0f}" if r.wall_s else "-"])
     return _markdown(head, rows)
 
 
@@ -195,6 +214,13 @@ def verdict(results: list[SeedResult]) -> tuple[list[str], bool]:
         (share <= TARGET_NO_CHANGE, f"no-change children {no_change} of {children} ({share:.0%}; "
                                     f"target <= {TARGET_NO_CHANGE:.0%})"),
     ]
+    measured = [r for r in results if r.regret is not None]
+    if measured:
+        low = sum(1 for r in measured if r.regret <= TARGET_REGRET)
+        need_r = -(-TARGET_WINS * len(measured) // 1)
+        calls = [r.confirm_calls for r in results]
+        checks.append((low >= need_r, f"champion's regret <= {TARGET_REGRET} in {low} of {len(measured)} seeds "
+                                      f"(target >= {need_r:.0f}); confirmation calls {min(calls)}-{max(calls)} per run"))
     return [f"[{'met' if ok else 'NOT met'}] {text}" for ok, text in checks], all(ok for ok, _ in checks)
 
 
@@ -210,6 +236,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2, help="runs at once (each is one evolve process)")
     ap.add_argument("--out", default=None, help="keep the run folders here (default: a temporary folder)")
     ap.add_argument("--reuse", action="store_true", help="read finished runs under --out instead of running")
+    ap.add_argument("--no-regret", action="store_true", help="skip the regret measurement (bench/regret.py)")
+    ap.add_argument("--regret-items", type=int, default=500, help="validation items of the regret measurement")
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="after --: more evolve.py flags for every run")
     args = ap.parse_args()
     args.extra = [a for a in args.extra if a != "--"]
@@ -229,6 +257,11 @@ def main() -> int:
             with ThreadPoolExecutor(max(1, args.jobs)) as pool:
                 walls = dict(zip(seeds, pool.map(lambda s: run_one(s, args, folder(s)), seeds)))
         results = [read_run(s, folder(s), walls[s]) for s in seeds]
+        if not args.no_regret:
+            import regret as regret_bench
+            for r in results:
+                got = regret_bench.measure(folder(r.seed), args.regret_items, jobs=args.jobs)
+                r.regret, r.regret_best = got.regret, got.best
     print(f"{args.task}: {len(seeds)} seeds x {args.iterations} iterations, {args.jobs} at once"
           + (f", extra flags {' '.join(args.extra)}" if args.extra else ""))
     print()

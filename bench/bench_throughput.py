@@ -8,8 +8,8 @@ The project's fake OpenAI server (offline models behind it, every request answer
 default response cache (empty at the start of each timed run): a child whose extraction
 prompts equal its parent's gets those replies from the cache, as it would against a real
 endpoint. The task: the first 30 sessions of LoCoMo (the
-paper's order) with the questions whose evidence lies in them -- 178 validation questions
-(static 25, rotating 5) and, for the final evaluation, all 191.
+loader's order: conv-48) with the questions whose evidence lies in them -- 191 validation
+questions (static 25, rotating 5) and, for the final evaluation, the same 191 (build_task).
 
 Each figure is printed beside its critical-path bound: the requests that had to happen one
 after another (recorded by the evaluator per evaluation, `chain_calls` -- a call the cache
@@ -72,18 +72,23 @@ IN_FLIGHT = 64
 
 
 def build_task(folder: Path) -> Path:
+    """Issue 28's workload: the conversation that comes first after random.Random(42).shuffle of
+    locomo10.json (conv-48; the LoCoMo loader's order), all its 30 sessions as episodes, its 191
+    questions of categories 1-4 whose evidence sessions are present as validation, and the same
+    191 as test, as the official engine does by default (test ids carry "/final" so that the two
+    splits' case records stay apart; the prompts, hence the cache, are the same)."""
     from mstar.tasks import load_task
 
     full = load_task("locomo", str(LOCOMO))
-    episodes = list(full.episodes[:30])
+    first = full.episodes[0].meta["sample_id"]
+    episodes = [e for e in full.episodes if e.meta["sample_id"] == first]
     kept = {e.id for e in episodes}
     covered = lambda q: bool(q.meta.get("evidence_sessions")) and set(q.meta["evidence_sessions"]) <= kept  # noqa: E731
-    val = [q for q in full.validation if covered(q)]
-    test = val + [q for q in full.test if covered(q)]
+    questions = [q for q in list(full.validation) + list(full.test) if covered(q)]
     as_dict = lambda q, tag="": {"id": q.id + tag, "question": q.question, "answer": q.answer,  # noqa: E731
                                  "category": q.category}
     data = {"name": "locomo30", "metric": "token_f1", "episodes": [{"id": e.id, "text": e.text} for e in episodes],
-            "validation": [as_dict(q) for q in val], "test": [as_dict(q, "/final") for q in test]}
+            "validation": [as_dict(q) for q in questions], "test": [as_dict(q, "/final") for q in questions]}
     path = folder / "locomo30.json"
     path.write_text(json.dumps(data))
     return path

@@ -3,9 +3,11 @@
 Where things are:
   loop.py        the evolution loop (paper Algorithm 1a); the only writer of the pool
   finish.py      a run's end: champion.py (confirmation), the test, the summary
+  race.py        the confirmation's stopping rule: paired verdicts, their error rate, ties
   behaviour.py   what a child changed: same code, same answers (no-change children)
   stats.py       paired bootstrap intervals
-  strategies/    the algorithm's decisions: parent selection, failed cases, references, acceptance
+  strategies/    the algorithm's decisions: parent selection, failed cases, references, acceptance,
+                 when the run stops
   evaluation/    one evaluation (Algorithm 1b): ingest, read, answer (or play), score; kept knowledge bases
   execution/     where evaluations run: local, or a Ray cluster
   interactive/   interactive tasks: environment protocol, games in their own process

@@ -1,130 +1,225 @@
-"""Which program the run hands over, and the evidence for it (issue 18; beyond the paper).
+"""Which program the run hands over, and the evidence for it (issues 18 and 28; beyond the paper).
 
 The paper takes the best static score. With 25 static items and 20 children that is the maximum
-of 20 noisy numbers: the program with the largest lead is often the luckiest. Before the test,
-the `confirm_top` best programs by static score are also scored on `confirm_size` validation
-items the static set does not hold (the same items for each, drawn from the split's seed), and
-the champion is the best on the union of both samples.
+of 20 noisy numbers: the program with the largest lead is often the luckiest. So before the test
+the `confirm_top` best programs by static score (and any program tied with the last of them)
+race, on paired evidence:
 
-One sample of 100 items often cannot tell the best two apart: speaker-indexed LoCoMo variants
-whose validation scores differ by 0.03 came out 0.001 apart on it, and the wrong one won. So the
-confirmation is a race (`confirm_rounds`, default 3): when the runner-up's paired difference to
-the leader on the union is not significant, the two are scored on another `confirm_size` fresh
-items, until one leads significantly or the rounds run out; the leader on all the evidence is
-the champion. `confirm_rounds = 1` is the single sample. `pick = "static"` keeps the paper's rule;
-the run records what both rules choose, and the test scores both.
+1. What the run already paid for: each program's static cases, and every rotating batch it was
+   evaluated on as a parent (`--rotating fresh`), paired on the same question ids.
+2. Then, only while a challenger is still racing (mstar/race.py: neither significantly behind
+   the leader nor out of reach of a verdict), a batch of fresh validation items for the leader
+   and the challengers still in: items outside the static set, not bought before, the ones a
+   racer already has from a rotating batch first (half the price for the same pair), then in a
+   fixed order drawn from the split's seed.
+3. Buying stops when no challenger is racing ("decided" or "tied"), when `confirm_size` items are
+   bought or `confirm_rounds` batches (each about confirm_size / confirm_rounds items), when the
+   next batch would take the confirmation past its share (`confirm_budget`) of the questions the
+   run scored before it (mstar/race_budget.py), or when the run's own budget is reached.
+
+The champion is the leader when buying stops: the best static score until the racers share
+ten fresh items, then the best mean on all the items they share, if it is ahead of the leader
+so far by more than a standard error (mstar/race.py). A "behind" verdict is wrong
+with probability at most 5% over the whole race (mstar/race.py); a tie or a spent budget makes
+no claim. `pick = "static"` keeps the paper's rule; the run records what both rules choose.
 """
 from __future__ import annotations
 
+import math
 import random
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from mstar import race
+from mstar.race_budget import RaceBudget, questions_asked
 from mstar.execution import EvalJob
 from mstar.llm import scope as llm_scope
 from mstar.pool import PoolEntry
+from mstar.run import events as ev_types
 from mstar.stats import paired_bootstrap, paired_scores
 
 RULES = ("confirmed", "static")
+SCOPE = "confirm"                                      # the race's LLM calls (mstar.llm.scope)
 
 
 @dataclass
 class Confirmation:
-    items: list[int]                                   # validation indices outside the static set, every round
+    items: list[int]                                   # validation indices bought, in order
     scores: dict[str, dict] = field(default_factory=dict)   # program id -> static, confirm, union, n, rounds
-    confirmed_id: str = ""                             # best on static + confirmation items
+    confirmed_id: str = ""                             # the leader on all the evidence
     static_id: str = ""                                # best static score (the paper's rule)
-    chain_calls: int = 0                               # dependent calls, round after round
-    rounds: list[dict] = field(default_factory=list)   # per round: items, programs, leader, runner-up, gap
+    chain_calls: int = 0                               # dependent calls, batch after batch
+    rounds: list[dict] = field(default_factory=list)   # per look: items bought before it, leader, gaps
+    stop: str = ""                                     # why buying stopped (see the module docstring)
+    budget: dict = field(default_factory=dict)         # unit, allowance, spent, share
 
     def champion(self, rule: str) -> str:
         return self.static_id if rule == "static" or not self.confirmed_id else self.confirmed_id
 
-
-def confirmation_items(validation_size: int, static: list[int], size: int, split_seed: int) -> list[int]:
-    """`size` validation indices outside the static set, the same for every program of the run."""
-    rest = sorted(set(range(validation_size)) - set(static))
-    rng = random.Random(f"mstar-confirm:{split_seed}")
-    return sorted(rng.sample(rest, min(size, len(rest))))
-
-
-def confirmation_batches(validation_size: int, static: list[int], size: int, rounds: int,
-                         split_seed: int) -> list[list[int]]:
-    """The items of each round: the first is `confirmation_items`; each later one `size` fresh
-    items (none of the static set nor of an earlier round), fewer when the validation set runs out."""
-    batches, used = [], set(static)
-    for k in range(1, max(1, rounds) + 1):
-        if k == 1:
-            batch = confirmation_items(validation_size, static, size, split_seed)
-        else:
-            rest = sorted(set(range(validation_size)) - used)
-            batch = sorted(random.Random(f"mstar-confirm:{split_seed}:{k}").sample(rest, min(size, len(rest))))
-        if not batch:
-            break
-        batches.append(batch)
-        used.update(batch)
-    return batches
+    @classmethod
+    def from_event(cls, ev) -> "Confirmation":
+        """The confirmation a run recorded before it was killed (resume does not race again)."""
+        return cls(list(ev.bought), dict(ev.scores), ev.confirmed_id or ev.static_id or "", ev.static_id or "",
+                   int((ev.timing or {}).get("chain_calls", 0)), list(ev.rounds), ev.stop, dict(ev.budget))
 
 
-def candidates(entries: list[PoolEntry], top: int) -> list[PoolEntry]:
-    """The `top` best by static score (ties: the earlier program), best first."""
+def candidates(entries: list[PoolEntry], top: int, *, ties: bool = False) -> list[PoolEntry]:
+    """The `top` best by static score, best first (equal scores: the earlier program first). With
+    `ties`, also every program whose static score equals the last one's: the static set cannot
+    order them, and on offline LoCoMo up to 7 of 13 programs share the best static score while
+    their validation means differ by 0.01."""
     ranked = sorted(entries, key=lambda e: (-e.static_score, entries.index(e)))
-    return ranked[:max(1, top)]
+    top = max(1, top)
+    if not ties or len(ranked) <= top:
+        return ranked[:top]
+    cut = ranked[top - 1].static_score
+    return ranked[:top] + [e for e in ranked[top:] if e.static_score == cut]
 
 
-def _scored(cases) -> list[float]:
-    return [c.score for c in cases if c.scored]
-
-
-def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1) -> Confirmation:
-    """Race the top programs on the confirmation items (evo: loop.Evolution): every candidate on
-    the first round's items, then the leader and the runner-up on fresh items while the runner-up
-    is not significantly behind (95% paired interval) and rounds remain."""
-    entries = list(evo.pool.entries)
-    static_best = candidates(entries, 1)[0]
-    batches = confirmation_batches(len(evo.task.validation), evo.split.static, size, rounds, split_seed)
-    out = Confirmation([], static_id=static_best.program_id)
-    racing = candidates(entries, top)
-    if not batches or len(racing) < 2:
-        out.confirmed_id = static_best.program_id
-        return out
-    union: dict[str, list] = {}
-    confirmed: dict[str, list] = {}
-    for e in racing:
-        static = evo.static_result(e.program_id)
-        union[e.program_id] = list(static.cases) if static else []
-        confirmed[e.program_id] = []
-    order = {e.program_id: i for i, e in enumerate(entries)}
-    for k, batch in enumerate(batches, 1):
-        with llm_scope.scoped("confirm"), ThreadPoolExecutor(len(racing), thread_name_prefix="confirm") as pool:
-            futures = [llm_scope.submit(pool, evo.executor.run, EvalJob(e.source, "validation", tuple(batch)))
-                       for e in racing]
-            results = [f.result() for f in futures]
-        out.items += batch
-        out.chain_calls += max(r.chain_calls for r in results)
-        for entry, res in zip(racing, results):
-            union[entry.program_id] += res.cases
-            confirmed[entry.program_id] += res.cases
-            _record(out, entry, union[entry.program_id], confirmed[entry.program_id], k)
-        ranked = sorted(racing, key=lambda e: (-out.scores[e.program_id]["union"], order[e.program_id]))
-        leader, runner = ranked[0], ranked[1]
-        gap = paired_bootstrap(*paired_scores(union[leader.program_id], union[runner.program_id]))
-        decided = gap.low > 0
-        out.rounds.append({"round": k, "items": len(batch), "programs": [e.program_id for e in racing],
-                           "leader": leader.program_id, "runner_up": runner.program_id,
-                           "gap": gap.to_dict(), "decided": decided})
-        out.confirmed_id = leader.program_id
-        if decided:
-            break
-        racing = [leader, runner]
+def scored(cases) -> dict[str, float]:
+    """Query id -> score of the cases that were scored (an LLM error or a corrupt game is not;
+    the rule of mstar.stats.paired_scores)."""
+    out = {}
+    for c in cases:
+        get = c.get if isinstance(c, dict) else (lambda k, c=c: getattr(c, k, None))
+        if get("llm_error") is None and not get("corrupt"):
+            out[get("query_id")] = float(get("score"))
     return out
 
 
-def _record(out: Confirmation, entry: PoolEntry, union_cases: list, confirm_cases: list, rounds: int) -> None:
-    u, c = _scored(union_cases), _scored(confirm_cases)
+def item_order(validation_size: int, static: list[int], split_seed: int) -> list[int]:
+    """Every validation index outside the static set, in the order the confirmation buys them
+    (the same for every program and every run with this split)."""
+    rest = sorted(set(range(validation_size)) - set(static))
+    random.Random(f"mstar-confirm:{split_seed}").shuffle(rest)
+    return rest
+
+
+def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: float | None = None) -> Confirmation:
+    """Race the `top` best programs by static score (evo: loop.Evolution); see the module docstring.
+    `size`: the most items bought; `rounds`: the most batches; `budget`: the share of the run's
+    spend so far the confirmation may use (None: no limit)."""
+    entries = list(evo.pool.entries)
+    static_best = candidates(entries, 1)[0]
+    out = Confirmation([], static_id=static_best.program_id, confirmed_id=static_best.program_id)
+    racing = candidates(entries, top, ties=True)
+    if size <= 0 or len(racing) < 2:
+        out.stop = "off" if size <= 0 else "one program"
+        return out
+    evidence, sources = _evidence(evo, racing)
+    order = [e.program_id for e in racing]
+    by_id = {e.program_id: e for e in racing}
+    rounds = max(1, rounds)
+    batch_size = max(1, math.ceil(size / rounds))
+    z = race.z_for(rounds + 1)
+    money = RaceBudget(budget, _asked_before(evo))
+    to_buy = item_order(len(evo.task.validation), evo.split.static, split_seed)
+    qid = lambda i: evo.task.validation[i].id  # noqa: E731
+    static_ids = {qid(i) for i in evo.split.static}
+    for look in range(rounds + 1):
+        items_left = min(size - len(out.items), len(to_buy))
+        leader = race.leader_of(evidence, order, static_ids, out.confirmed_id)
+        more = int(min(items_left, money.pair_items()))   # paired items, if one pair raced on
+        gaps = {}
+        for c in order:
+            if c == leader:
+                continue
+            ids = [q for q in evidence[leader] if q in evidence[c]]
+            gaps[c] = race.gap([evidence[leader][q] for q in ids], [evidence[c][q] for q in ids], z=z, more=more,
+                               fresh=[q not in static_ids for q in ids])
+        out.rounds.append(_look(look, len(out.items), order, leader, gaps, money))
+        out.confirmed_id = leader
+        order = [p for p in order if p == leader or gaps[p].verdict in ("racing", "ahead")]
+        if len(order) < 2:
+            out.stop = "tied" if any(g.verdict == "tied" for g in gaps.values()) else "decided"
+            break
+        if look == rounds or items_left <= 0:
+            out.stop = "cap"
+            break
+        reason = _run_budget(evo)
+        if reason:
+            out.stop = "run budget"
+            break
+        # The batch: items a racer already has first, then the fixed order; only what fits.
+        have = [i for i in to_buy if any(qid(i) in evidence[p] for p in order)]
+        pick = (have + [i for i in to_buy if i not in set(have)])[:min(batch_size, items_left)]
+        need = {p: [i for i in pick if qid(i) not in evidence[p]] for p in order}
+        while pick and sum(map(len, need.values())) > money.left():
+            pick = pick[:-1]
+            need = {p: [i for i in pick if qid(i) not in evidence[p]] for p in order}
+        if not pick:
+            out.stop = "budget"
+            break
+        results = _evaluate(evo, {p: by_id[p].source for p in order}, need)
+        for p, res in results.items():
+            evidence[p].update(scored(res.cases))
+        out.chain_calls += max((r.chain_calls for r in results.values()), default=0)
+        money.used += sum(len(v) for v in need.values())
+        out.items += pick
+        sources["bought"].update(qid(i) for i in pick)
+        chosen = set(pick)
+        to_buy = [i for i in to_buy if i not in chosen]
+    for e in racing:
+        _record(out, e, evidence[e.program_id], sources, evo)
+    out.budget = money.to_dict()
+    return out
+
+
+def _evidence(evo, racing: list[PoolEntry]) -> tuple[dict[str, dict], dict]:
+    """Each racer's scores by query id: its static cases, then its rotating batches."""
+    evidence, rotating = {}, {}
+    extra = getattr(evo, "rotating_scores", None)
+    for e in racing:
+        static = evo.static_result(e.program_id)
+        evidence[e.program_id] = scored(static.cases) if static else {}
+        rotating[e.program_id] = set()
+        for q, s in (extra(e.program_id) if extra else {}).items():
+            if q not in evidence[e.program_id]:
+                evidence[e.program_id][q] = float(s)
+                rotating[e.program_id].add(q)
+    return evidence, {"rotating": rotating, "bought": set()}
+
+
+def _evaluate(evo, sources: dict[str, str], need: dict[str, list[int]]) -> dict:
+    jobs = {p: EvalJob(sources[p], "validation", tuple(ix)) for p, ix in need.items() if ix}
+    if not jobs:
+        return {}
+    with llm_scope.scoped(SCOPE), ThreadPoolExecutor(len(jobs), thread_name_prefix="confirm") as pool:
+        futures = {p: llm_scope.submit(pool, evo.executor.run, job) for p, job in jobs.items()}
+        return {p: f.result() for p, f in futures.items()}
+
+
+def _asked_before(evo) -> int:
+    """The questions the run scored before the confirmation, from its lineage (resume-proof)."""
+    store = getattr(evo, "store", None)
+    if store is None:
+        return 0
+    lines, _ = store.read_jsonl_tolerant("lineage.jsonl")
+    return questions_asked([e for e in map(ev_types.from_dict, lines) if e is not None], len(evo.split.static))
+
+
+def _run_budget(evo) -> str | None:
+    router = getattr(evo, "router", None)
+    budget = getattr(getattr(router, "ledger", None), "budget", None)
+    return budget.check() if budget is not None and budget.active else None
+
+
+def _look(look: int, bought: int, order: list[str], leader: str, gaps: dict, money: RaceBudget) -> dict:
+    runner = max(gaps, key=lambda p: (gaps[p].high, -order.index(p))) if gaps else None
+    return {"round": look, "items": bought, "programs": list(order), "leader": leader, "runner_up": runner,
+            "gap": gaps[runner].to_dict() if runner else None,
+            "gaps": {p: g.to_dict() for p, g in gaps.items()},
+            "decided": bool(gaps) and all(g.verdict == "behind" for g in gaps.values()),
+            "spent": money.used}
+
+
+def _record(out: Confirmation, entry: PoolEntry, evidence: dict, sources: dict, evo) -> None:
+    bought = [s for q, s in evidence.items() if q in sources["bought"]]
     out.scores[entry.program_id] = {
-        "static": entry.static_score, "confirm": sum(c) / len(c) if c else 0.0, "n": len(u),
-        "union": sum(u) / len(u) if u else 0.0, "rounds": rounds}
+        "static": entry.static_score, "confirm": sum(bought) / len(bought) if bought else 0.0,
+        "union": sum(evidence.values()) / len(evidence) if evidence else 0.0, "n": len(evidence),
+        "bought": len(bought), "rotating": len(sources["rotating"][entry.program_id]),
+        "rounds": sum(1 for r in out.rounds if entry.program_id in r["programs"])}
 
 
 def paired_gain(test_a, test_b) -> dict | None:

@@ -89,12 +89,17 @@ class EvolutionConfig:
                                        # the reflector with the error, up to this many times (paper Fig. 2)
     split_seed: int = 42               # the static set and episodes depend on this, not on `seed`
                                        # (the paper fixes the split and varies the evolution)
-    confirm_top: int = 3               # before the test: the best programs by static score ...
-    confirm_size: int = 100            # ... are scored on this many more validation items;
-    confirm_rounds: int = 3            # while the best two are not significantly apart, another
-                                       # confirm_size items for those two, up to this many rounds
-    pick: str = "confirmed"            # the champion: "confirmed" (static + confirmation) or "static"
+    confirm_top: int = 3               # before the test the best programs by static score race on
+                                       # paired evidence (mstar/champion.py), buying at most ...
+    confirm_size: int = 200            # ... this many more validation items (0 = no confirmation),
+    confirm_rounds: int = 10           # ... in at most this many batches (1 = one sample),
+    confirm_budget: float | None = 0.2 # ... on at most this share of the questions the run scored before
+                                       # (mstar/race_budget.py; None: no limit)
+    pick: str = "confirmed"            # the champion: "confirmed" (the race's leader) or "static"
+    test_both: bool = False            # also test the other rule's choice (a comparison, not the run's need)
     prompts: str = "mstar"             # prompt wording: "mstar" (the project's) or "paper" (Appendix G/H)
+    patience: int | None = None        # stop after this many iterations without a significant gain
+                                       # over the best program (strategies/stopping.py); None = never
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,19 @@
 """The end of a run: choose the champion, score it on the held-out test, write the summary.
 
-1. Confirmation (mstar.champion): the best programs by static score on more validation items;
-   the champion is the best on both samples (`--pick confirmed`) or the best static score
-   (`--pick static`, the paper's rule). Both choices are recorded.
-2. Test: the champion, the other rule's choice when it differs, and the best seed are scored on
-   the same held-out questions at once, every episode of the task written (test questions need
-   not be covered by the episodes chosen for validation). The summary gives the champion's gain
-   over the best seed with a paired interval, and each rule's choice with its test score.
+1. Confirmation (mstar.champion): the best programs by static score race on paired evidence,
+   buying validation items only while the race is open and within its budget share; the
+   champion is the leader (`--pick confirmed`) or the best static score (`--pick static`, the
+   paper's rule). Both choices are recorded.
+2. Test: the champion and the best seed are scored on the same held-out questions at once, every
+   episode of the task written (test questions need not be covered by the episodes chosen for
+   validation); with `test_both` (`--test-both`) also the other rule's choice when it differs --
+   a third test evaluation, which a run needs only to compare the rules. The summary gives the
+   champion's gain over the best seed with a paired interval, and each rule's choice (with its
+   test score when it was tested).
 3. summary.json, best_program.py, and the last lineage event: a TestEvent when the run finished,
    a StoppedEvent (resumable) when a budget or the endpoint stopped it -- then no test is run.
+   A run ended early by its stop condition (`--patience`) is finished: its champion is chosen and
+   tested, and summary.json says why it ended (`early_stop`).
 """
 from __future__ import annotations
 
@@ -27,12 +32,14 @@ from mstar.run.summary import RunSummary, write_summary
 class Stop:
     """Why a run ended before its last step."""
     reason: str
-    kind: str       # "budget" | "endpoint"
+    kind: str       # "budget" | "endpoint" (resumable, no test) | "patience" (finished early)
 
 
 def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint_errors: tuple) -> RunSummary:
     """Returns the run's summary (evo: loop.Evolution)."""
     ev = evo.cfg.evolution
+    early = stop.reason if stop is not None and stop.kind == "patience" else None
+    stop = None if early else stop
     entries = list(evo.pool.entries)
     if not any(e.parent_id is None for e in entries):  # stopped before a seed was scored
         return _stopped_before_seeds(evo, t_start, stop, iterations)
@@ -41,19 +48,23 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
     confirmation, tests, t_test = None, {}, time.perf_counter()
     if stop is None:
         try:
-            confirmation = champ.confirm(evo, ev.confirm_top, ev.confirm_size, ev.split_seed,
-                                         ev.confirm_rounds) \
+            # A run killed after its confirmation was recorded goes on from it (mstar/run/resume.py).
+            prior = getattr(evo, "prior_confirmation", None)
+            confirmation = champ.Confirmation.from_event(prior) if prior is not None else \
+                champ.confirm(evo, ev.confirm_top, ev.confirm_size, ev.split_seed,
+                              ev.confirm_rounds, getattr(ev, "confirm_budget", None)) \
                 if rule == "confirmed" or ev.confirm_top > 1 else None
-            if confirmation is not None:
+            if confirmation is not None and prior is None:
                 evo._event(events.ConfirmationEvent(
                     items=len(confirmation.items), scores=confirmation.scores, confirmed_id=confirmation.confirmed_id,
                     static_id=confirmation.static_id, rule=rule, rounds=confirmation.rounds,
-                    llm=evo.router.spent_in("confirm"),
+                    stop=confirmation.stop, budget=confirmation.budget, bought=confirmation.items,
+                    llm=evo.router.spent_in(champ.SCOPE),
                     timing={"seconds": round(time.perf_counter() - t_test, 3),
                             "chain_calls": confirmation.chain_calls}))
             t_test = time.perf_counter()   # the test's own timing starts here
             if evo.task.test:
-                wanted = _wanted(evo, confirmation, seed)
+                wanted = _wanted(evo, confirmation, seed, rule, getattr(ev, "test_both", False))
                 tests = _test_evaluations(evo, wanted)
         except endpoint_errors as exc:
             stop = Stop(f"the LLM endpoint failed while the champion was chosen and tested: {exc}", "endpoint")
@@ -71,7 +82,7 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
             picks[name] = {"program_id": pid, "test_score": tests[pid].mean_score if pid in tests else None}
     summary = write_summary(evo, best, test, iterations, time.perf_counter() - t_start,
                             stop.reason if stop else None, stop.kind if stop else None, seed=seed, seed_test=seed_test,
-                            pick_rule=rule, picks=picks)
+                            pick_rule=rule, picks=picks, early_stop=early)
     if stop is not None:  # no test event: the run is not finished, `mstar resume` continues it
         evo._event(events.StoppedEvent(reason=stop.reason, iteration=iterations, kind=stop.kind,
                                        llm=evo.router.spent_in("test")))
@@ -98,10 +109,13 @@ def _stopped_before_seeds(evo, t_start: float, stop: Stop | None, iterations: in
     return summary
 
 
-def _wanted(evo, confirmation, seed) -> list:
-    """The programs to test: each rule's choice and the best seed, without repeats."""
-    ids = [confirmation.confirmed_id, confirmation.static_id] if confirmation else \
-        [champ.candidates(list(evo.pool.entries), 1)[0].program_id]
+def _wanted(evo, confirmation, seed, rule: str, both: bool) -> list:
+    """The programs to test: the champion (and with `both` the other rule's choice) and the best
+    seed, without repeats."""
+    if confirmation is None:
+        ids = [champ.candidates(list(evo.pool.entries), 1)[0].program_id]
+    else:
+        ids = [confirmation.champion(rule)] + ([confirmation.champion(r) for r in champ.RULES] if both else [])
     ids.append(seed.program_id)
     return [evo.pool.get(pid) for pid in dict.fromkeys(i for i in ids if i)]
 

@@ -12,7 +12,8 @@ paper's loop, draw for draw. Evaluations go to an executor (mstar.execution: thi
 Ray cluster). This module is the only one that changes the pool; the strategies only propose.
 Every step ends in one typed lineage event (mstar.run.events), written before the step counts
 as done. An endpoint that fails (mstar.evaluation.EndpointOutage, FatalLLMError) stops the run
-resumably; it is never scored.
+resumably; it is never scored. The stop condition (strategies.stopping, `--patience`) may end the
+run before its last iteration; the champion is then chosen and tested as usual.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from mstar.run.summary import RunSummary
 from mstar.split import Split, make_split, rotating_batch
 from mstar.split.embed import make_embedder
 from mstar.strategies import FailureMemory, Strategies
+from mstar.strategies.stopping import is_gain
 from mstar.tasks import Task
 
 Progress = Callable[[events.Event], None]
@@ -77,6 +79,9 @@ class Evolution:
         self.pool = Pool()
         self.failures = FailureMemory()
         self.static_results: dict[str, EvalResult] = {}   # for `rotating reuse`
+        self.rotating: dict[str, dict[str, float]] = {}   # program id -> its rotating cases' scores (champion.py)
+        self.reference: str | None = None   # the best program as of the run's last significant gain
+                                            # (None: the best seed), what a child must beat to count
         self._lock = threading.RLock()                    # pool, failure memory, lineage file
         # A resumed run passes the split it saved (mstar/run/resume.py).
         if split is None:
@@ -113,10 +118,30 @@ class Evolution:
             self.static_results[entry.program_id] = res
 
     def remember(self, ev: events.IterationEvent) -> None:
-        """Failure memory from one iteration's event: the loop and resume use this one rule."""
+        """What the run keeps from one iteration's event -- failure memory, the parent's rotating
+        scores, the stop condition's count: the loop and resume use this one rule."""
         with self._lock:
             self.failures.remember(ev.parent_id, ev.iteration, ev.status, ev.title, ev.attempts, ev.delta,
                                    ev.no_change)
+            if ev.rotating_scores:
+                self.rotating.setdefault(ev.parent_id, {}).update(ev.rotating_scores)
+            if is_gain(ev):     # the child joined already: the best program from now on
+                self.reference = self.pool.best().program_id
+            self.strategies.stopping.observe(ev)
+
+    def reference_id(self) -> str:
+        """What the next child must significantly beat for the run to count a gain: the best
+        program as of the last gain, the best seed before any (strategies/stopping.py)."""
+        with self._lock:
+            if self.reference is not None:
+                return self.reference
+            seeds = [e for e in self.pool.entries if e.parent_id is None]
+            return max(seeds, key=lambda e: (e.static_score, -seeds.index(e))).program_id
+
+    def rotating_scores(self, program_id: str) -> dict[str, float]:
+        """The scores of every rotating case the program was evaluated on, by query id."""
+        with self._lock:
+            return dict(self.rotating.get(program_id, {}))
 
     def static_result(self, program_id: str) -> EvalResult | None:
         """A pool program's static-set evaluation (from memory, else from its cases file)."""
@@ -187,6 +212,7 @@ class Evolution:
             parent = self.strategies.selection.select([e for e in seen if not e.no_change] or seen, rng)
             lineage = self.pool.lineage_lines(parent.program_id)
             tried = self.failures.notes(parent.program_id)
+            reference = self.reference_id()
         if ev.rotating == "reuse" and (rot := self.static_result(parent.program_id)) is not None:
             batch, timing = [], {"rotating_eval_s": 0.0, "rotating_sandbox_s": 0.0, "rotating_chain_calls": 0}
         else:
@@ -220,6 +246,7 @@ class Evolution:
             iteration=iteration, parent_id=parent.program_id, status=outcome.status, title=outcome.title,
             body=outcome.body, attempts=outcome.attempts, parent_static_score=parent.static_score,
             rotating_batch=batch, rotating_score=rot.mean_score, rotating_mode=ev.rotating,
+            rotating_scores={c.query_id: c.score for c in rot.cases if c.scored} if batch else {},
             failed_case_ids=[c["query_id"] for c in picked] if any(c["score"] < 1.0 for c in cases) else [],
             pool_seen=[e.program_id for e in seen])
         child = None
@@ -235,6 +262,9 @@ class Evolution:
                 record.ingest_errors = res.ingest_errors
                 record.xray = res.xray
                 record.evidence = paired_gain(res, parent_res)
+                record.reference_id = reference
+                record.progress_evidence = record.evidence if reference == parent.program_id else \
+                    paired_gain(res, self.static_result(reference))
             else:
                 record.status = "failed"
         for token in started.values():   # dropping a worker an evaluation took is a no-op
@@ -326,6 +356,11 @@ class Evolution:
                     reason = self.router.stop_reason(in_flight=len(running))
                     if reason:
                         stop = _Stop(reason, "budget")
+                        break
+                    with self._lock:
+                        early = self.strategies.stopping.reason()
+                    if early:   # the run is done: the champion is chosen and tested as usual
+                        stop = _Stop(early, "patience")
                         break
                     it = queue.pop(0)
                     running[pool.submit(self.iterate, it)] = it

@@ -43,6 +43,9 @@ def test_a_seed_file_that_passes_its_gates_is_accepted(tmp_path, capsys):
     (["--confirm-top", "0"], "--confirm-top 0: give 1 or more"),
     (["--confirm-size", "-5"], "--confirm-size -5: give 0 or more (0 = no confirmation)"),
     (["--confirm-rounds", "0"], "--confirm-rounds 0: give 1 or more"),
+    (["--confirm-budget", "0"], "--confirm-budget 0.0: give a share of the questions the run asked above 0, e.g. 0.2 (20%)"),
+    (["--confirm-budget", "nan"], "--confirm-budget nan: give a share of the questions the run asked above 0, e.g. 0.2 (20%)"),
+    (["--patience", "0"], "--patience 0: give 1 or more iterations"),
     (["--max-tokens", "0"], "--max-tokens 0: give a budget above 0"),
 ])
 def test_numbers_out_of_range_are_refused_with_one_line(tmp_path, capsys, flags, message):
@@ -59,14 +62,16 @@ def test_algorithm_flags_reach_the_run_configuration():
     args = build_parser().parse_args(["evolve", "--selection", "max", "--tau", "0.3", "--toolkit-budget", "4",
                                       "--runtime-fix-rounds", "0", "--split-seed", "7", "--confirm-top", "2",
                                       "--confirm-size", "20", "--confirm-rounds", "5", "--pick", "static",
-                                      "--prompts", "paper"])
+                                      "--prompts", "paper", "--confirm-budget", "0.25", "--patience", "12"])
     cfg = resolve_config(args)
     ev = cfg.evolution
     assert (ev.selection, ev.tau, ev.runtime_fix_rounds, ev.split_seed, ev.confirm_top, ev.confirm_size,
             ev.confirm_rounds, ev.pick, ev.prompts) == ("max", 0.3, 0, 7, 2, 20, 5, "static", "paper")
+    assert (ev.confirm_budget, ev.patience) == (0.25, 12)
     assert cfg.sandbox.llm_calls_per_op == 4
     defaults = resolve_config(build_parser().parse_args(["evolve"]))
     assert defaults.evolution.selection == "softmax" and defaults.sandbox.llm_calls_per_op == 1
+    assert defaults.evolution.patience is None and defaults.evolution.confirm_budget == 0.2
 
 
 def test_a_toml_error_names_the_file_and_the_table(tmp_path, capsys):

@@ -89,16 +89,25 @@ def add_algorithm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split-seed", type=int, default=ev.split_seed, metavar="N",
                    help="seed of the static set and training episodes (--seed varies the evolution only)")
     p.add_argument("--confirm-top", type=int, default=ev.confirm_top, metavar="N",
-                   help="before the test, the N best programs by static score are scored on more items")
+                   help="before the test, the N best programs by static score race on paired evidence")
     p.add_argument("--confirm-size", type=int, default=ev.confirm_size, metavar="N",
-                   help="validation items of that confirmation (0 = none)")
+                   help="the most validation items that race may buy while it is undecided (0 = no confirmation)")
     p.add_argument("--confirm-rounds", type=int, default=ev.confirm_rounds, metavar="N",
-                   help="while the best two are not significantly apart, score them on another "
-                        "--confirm-size items, up to N rounds (1 = one sample)")
+                   help="... in at most N batches of about SIZE/N items (1 = one sample)")
+    p.add_argument("--confirm-budget", type=float, default=ev.confirm_budget, metavar="SHARE",
+                   help="... scoring its racers on at most this share of the questions the run scored "
+                        "before it (default %(default)s)")
     p.add_argument("--pick", choices=("confirmed", "static"), default=ev.pick,
-                   help="the champion: best after confirmation, or best static score")
+                   help="the champion: the confirmation's leader, or the best static score (the paper)")
+    p.add_argument("--test-both", action="store_true",
+                   help="also score the other rule's choice on the test, to compare the rules (one more "
+                        "test evaluation when they differ)")
     p.add_argument("--prompts", choices=("mstar", "paper"), default=ev.prompts,
                    help="prompt wording: the project's, or the paper's (Appendix G/H)")
+    p.add_argument("--patience", type=int, default=ev.patience, metavar="N",
+                   help="end the run after N iterations in a row without a significant gain (a child better, "
+                        "paired, than the best program as of the last gain); the champion is still confirmed and "
+                        "tested (default: run every iteration)")
 
 
 def add_llm_args(p: argparse.ArgumentParser) -> None:
@@ -167,7 +176,7 @@ def resolve_config(args) -> RunConfig:
 
 
 ALGORITHM_FIELDS = ("selection", "tau", "runtime_fix_rounds", "split_seed", "confirm_top", "confirm_size",
-                    "confirm_rounds", "pick", "prompts")
+                    "confirm_rounds", "confirm_budget", "pick", "test_both", "prompts", "patience")
 
 
 def check_numbers(args) -> str | None:
@@ -176,7 +185,8 @@ def check_numbers(args) -> str | None:
              ("parallel", 1, "1 or more (1 = one iteration at a time)"), ("keep_sessions", 0, "0 or more"),
              ("prompt_budget", 1000, "1000 or more"), ("toolkit_budget", 0, "0 or more"),
              ("runtime_fix_rounds", 0, "0 or more"), ("confirm_top", 1, "1 or more"),
-             ("confirm_size", 0, "0 or more (0 = no confirmation)"), ("confirm_rounds", 1, "1 or more"))
+             ("confirm_size", 0, "0 or more (0 = no confirmation)"), ("confirm_rounds", 1, "1 or more"),
+             ("patience", 1, "1 or more iterations"))
     for name, low, what in rules:
         value = getattr(args, name, None)
         if value is not None and value < low:
@@ -187,6 +197,9 @@ def check_numbers(args) -> str | None:
     tau = getattr(args, "tau", None)
     if tau is not None and not tau > 0:  # also NaN
         return f"--tau {tau}: give a temperature above 0, e.g. {EvolutionConfig.tau}"
+    share = getattr(args, "confirm_budget", None)
+    if share is not None and not 0 < share <= 10:   # also NaN
+        return f"--confirm-budget {share}: give a share of the questions the run asked above 0, e.g. 0.2 (20%)"
     for flag in ("max_usd", "max_tokens"):
         value = getattr(args, flag, None)
         if value is not None and not value > 0:
@@ -294,6 +307,7 @@ def _checked_run(cfg, task, store, args, guard) -> int:
 def _run(cfg, task, store, router, args) -> int:
     from mstar.commands.wiring import attach_store, live_display, seed_ids
     from mstar.loop import Evolution
+    from mstar.run.projection import for_run
 
     live = live_display(router, args.quiet)
     lost = attach_store(router, store, live)
@@ -305,8 +319,10 @@ def _run(cfg, task, store, router, args) -> int:
     if router.limiters:
         print(f"llm     at most {router.max_in_flight} calls in flight over all roles; a 429 paces every caller "
               "of its endpoint together" + _paced(cfg))
-    progress = ProgressPrinter(cfg.evolution.iterations, args.quiet, ids=seed_ids(cfg))
+    progress = ProgressPrinter(cfg.evolution.iterations, args.quiet, ids=seed_ids(cfg),
+                               patience=cfg.evolution.patience)
     evo = Evolution(cfg, task, router, store, progress=progress)
+    progress.projection = for_run(router, cfg, task, evo)
     progress = both(progress, live_spend(router, cfg, task, evo, quiet=args.quiet))
     if live is not None:
         progress = both(live.pause, progress)
@@ -382,6 +398,8 @@ def print_done(summary, root) -> None:
     if summary.best_id is None:
         print(f"done    no program was scored; {summary.seconds:.1f}s")
         return
+    if getattr(summary, "early_stop", None):
+        print(f"ended   after iteration {summary.iterations}: {summary.early_stop}")
     print(f"done    best {summary.best_id} static {summary.best_static:.3f} (best seed "
           f"{summary.best_seed_static:.3f}); {summary.children_added}/{summary.iterations} iterations added "
           f"a child; {summary.seconds:.1f}s")

@@ -113,7 +113,9 @@ def _resume(store, args) -> int:
     print(f"run     {store.root} (resuming: {len(state.seeds_done)}/{len(cfg.seeds)} seeds and "
           f"{len(state.done)}/{cfg.evolution.iterations} iterations were done)")
     progress = ProgressPrinter(cfg.evolution.iterations, args.quiet, first_iteration=state.next_iteration,
-                               spend=prior_spend(store), ids=seed_ids(cfg))
+                               spend=prior_spend(store), ids=seed_ids(cfg), patience=cfg.evolution.patience)
+    for done_event in ev_types.iterations(state.events):   # the stalled count goes on where it was
+        progress.stalled.observe(done_event)
     if live is not None:
         progress.before_line = live.pause
     try:

@@ -53,6 +53,8 @@ class IterationEvent:
     parent_static_score: float | None = None
     rotating_batch: list = field(default_factory=list)
     rotating_score: float | None = None
+    rotating_scores: dict = field(default_factory=dict)   # query id -> score of each scored rotating case
+                                            # (paired evidence for the confirmation, mstar/champion.py)
     rotating_mode: str = "fresh"            # "fresh" (paper: evaluated now) | "reuse" (the parent's own cases)
     failed_case_ids: list = field(default_factory=list)
     program_id: str | None = None           # the child, when status == "ok"
@@ -60,6 +62,9 @@ class IterationEvent:
     per_category: dict = field(default_factory=dict)
     delta: float | None = None              # child's static score minus the parent's
     evidence: dict | None = None            # the same, paired item by item: mean, low, high, n, significant
+    reference_id: str | None = None         # the best program as of the run's last significant gain
+    progress_evidence: dict | None = None   # the child against it, paired: a gain of the run when
+                                            # significant (strategies/stopping.py)
     no_change: bool = False                 # the child answered every static item as its parent did
     runtime_fixes: list = field(default_factory=list)  # rounds of fixing a child that failed at run time
     eval_error: dict | None = None
@@ -87,7 +92,11 @@ class ConfirmationEvent:
     confirmed_id: str | None = None         # best on static + confirmation items
     static_id: str | None = None            # best static score (the paper's rule)
     rule: str = "confirmed"                 # which of the two is the run's champion
-    rounds: list = field(default_factory=list)   # the race: items, programs, leader, runner_up, gap, decided
+    rounds: list = field(default_factory=list)   # each look of the race: items bought before it, programs,
+                                            # leader, runner_up, gap, gaps (each with its verdict), spent
+    stop: str = ""                          # why it stopped buying: decided, tied, budget, cap, run budget
+    bought: list = field(default_factory=list)   # the validation indices bought, in order
+    budget: dict = field(default_factory=dict)   # unit (usd / tokens), share, allowance, spent
     llm: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)   # seconds (the test's are apart), chain_calls
 

@@ -1,5 +1,7 @@
 """What `mstar evolve` / `mstar resume` print while a run goes: one line per seed and iteration
-with the outcome, the best score so far, the spend so far and an ETA.
+with the outcome, the best score so far and for how many iterations no child has significantly
+beaten it ("stalled", strategies/stopping.py), the spend so far with the whole run's projected
+spend (mstar/run/projection.py), and an ETA.
 
 The printer is fed the loop's lineage events (the same records that go to lineage.jsonl), so
 it needs no hook of its own and shows exactly what was recorded.
@@ -10,6 +12,7 @@ import sys
 from typing import TextIO
 
 from mstar.run import events as ev_types
+from mstar.strategies.stopping import Stalled
 from sandbox.engine.terminal import terminal_safe
 
 
@@ -42,10 +45,13 @@ class ProgressPrinter:
     """Callable on lineage events. `first_iteration` > 1 for a resumed run: the ETA is then
     estimated from this process's iterations only, and spend counts from the resume on unless
     `spend` carries the earlier totals ({"calls", "tokens", "cost_usd"}). `ids`: the program ids
-    known up front (the seeds'), so the columns fit the longest of them."""
+    known up front (the seeds'), so the columns fit the longest of them. `projection`
+    (mstar.run.projection.Projection) adds the whole run's projected spend; `patience` the limit
+    beside the stalled count."""
 
     def __init__(self, total: int, quiet: bool = False, out: TextIO | None = None,
-                 first_iteration: int = 1, spend: dict | None = None, ids: list[str] | None = None):
+                 first_iteration: int = 1, spend: dict | None = None, ids: list[str] | None = None,
+                 projection=None, patience: int | None = None):
         self.total, self.quiet, self.out = total, quiet, out or sys.stdout
         longest = max((len(i) for i in ids or ()), default=0)
         self.id_w, self.parent_w = max(28, longest), max(22, longest)
@@ -56,6 +62,9 @@ class ProgressPrinter:
         self.tokens = int(spend.get("tokens", 0))
         self.cost: float | None = spend.get("cost_usd")
         self.iteration_seconds: list[float] = []
+        self.projection, self.patience = projection, patience
+        self.stalled = Stalled()
+        self._planned = False
 
     # ------------------------------------------------------------ bookkeeping (pure, testable)
     def _account(self, ev) -> None:
@@ -70,6 +79,17 @@ class ProgressPrinter:
         cost = f" ${self.cost:.2f}" if self.cost else ""
         return f"{format_count(self.calls)} calls {format_count(self.tokens)} tok{cost}"
 
+    def stalled_text(self) -> str:
+        """Iterations since a child significantly beat the best program ("" right after a gain)."""
+        n = self.stalled.since_gain
+        if not n:
+            return ""
+        return f"  stalled {n}/{self.patience}" if self.patience else f"  stalled {n}"
+
+    def projected_text(self) -> str:
+        p = self.projection
+        return f" -> {p.text()}" if p is not None and p.ready else ""
+
     def eta_seconds(self, iteration: int) -> float | None:
         """Mean seconds of the iterations seen so far times the iterations left."""
         if not self.iteration_seconds:
@@ -80,8 +100,12 @@ class ProgressPrinter:
     # ------------------------------------------------------------ printing
     def __call__(self, ev) -> None:
         self._account(ev)
-        if isinstance(ev, ev_types.IterationEvent) and ev.seconds is not None:
-            self.iteration_seconds.append(float(ev.seconds))
+        if self.projection is not None:
+            self.projection.observe(ev)
+        if isinstance(ev, ev_types.IterationEvent):
+            self.stalled.observe(ev)
+            if ev.seconds is not None:
+                self.iteration_seconds.append(float(ev.seconds))
         if self.quiet:
             return
         if isinstance(ev, ev_types.SeedEvent):
@@ -89,6 +113,9 @@ class ProgressPrinter:
             errors = _errors(ev.case_errors, ev.ingest_errors)
             self._say(f"seed  {ev.program_id:<{self.id_w}} static {ev.static_score:.3f}{errors}  "
                       f"spend {self.spend_text()}{err}")
+            if self.projection is not None and self.projection.ready and not self._planned:
+                self._planned = True
+                self._say(self.projection.plan_line())
         elif isinstance(ev, ev_types.IterationEvent):
             it = ev.iteration
             if ev.added_child:
@@ -100,15 +127,11 @@ class ProgressPrinter:
                 outcome = f"{ev.status}: {' '.join(str(last.get('error', '')).split())}"[:58]
             eta = self.eta_seconds(it)
             self._say(f"iter {it:>3}/{self.total}  parent {ev.parent_id:<{self.parent_w}} {outcome:<58} "
-                      f"best {ev.best_static_score:.3f}  spend {self.spend_text()}  "
-                      f"eta {format_duration(eta) if eta is not None else '?'}")
+                      f"best {ev.best_static_score:.3f}{self.stalled_text()}  spend {self.spend_text()}"
+                      f"{self.projected_text()}  eta {format_duration(eta) if eta is not None else '?'}")
             self._say(f"          {ev.title[:100]}")
         elif isinstance(ev, ev_types.ConfirmationEvent) and ev.scores:
-            ranked = ", ".join(f"{pid} {sc['union']:.3f}" for pid, sc in ev.scores.items())
-            race = f" in {len(ev.rounds)} rounds" if len(ev.rounds) > 1 else ""
-            self._say(f"check top {len(ev.scores)} on {ev.items} more validation items{race} (static + these): "
-                      f"{ranked}; champion {ev.confirmed_id if ev.rule == 'confirmed' else ev.static_id} "
-                      f"(--pick {ev.rule})")
+            self._say(confirmation_line(ev))
         elif isinstance(ev, ev_types.TestEvent):
             score = f"{ev.test_score:.3f}" if ev.test_score is not None else "-"
             self._say(f"test  {ev.program_id:<{self.id_w}} score {score}{_errors(ev.case_errors)}  spend {self.spend_text()}")
@@ -120,6 +143,22 @@ class ProgressPrinter:
             self.before_line()
         # Titles and error messages were written by the reflector or a program: escapes made visible.
         print(terminal_safe(text, newlines=False), file=self.out, flush=True)
+
+
+STOPS = {"decided": "decided", "tied": "tied: no verdict in reach", "budget": "its budget share spent",
+         "cap": "its item cap reached", "run budget": "the run's budget reached"}
+
+
+def confirmation_line(ev) -> str:
+    """The race before the test in one line: each racer on its evidence, items bought, why it ended."""
+    ranked = ", ".join(f"{pid} {sc['union']:.3f} on {sc.get('n', '?')}" for pid, sc in ev.scores.items())
+    batches = max(0, len(ev.rounds) - 1)
+    bought = f"{ev.items} more validation items in {batches} batch{'es' if batches != 1 else ''}" if ev.items \
+        else "no more validation items"
+    why = STOPS.get(ev.stop, ev.stop) if ev.stop else ""
+    champion = ev.confirmed_id if ev.rule == "confirmed" else ev.static_id
+    return (f"check top {len(ev.scores)} on the paired evidence of the run (static + rotating) and {bought}"
+            f"{f' ({why})' if why else ''}: {ranked}; champion {champion} (--pick {ev.rule})")
 
 
 def _evidence_mark(ev) -> str:

@@ -83,10 +83,18 @@ def _algorithm(evo: dict, sandbox: dict) -> str:
              f"toolkit budget {_e(sandbox.get('llm_calls_per_op', '-'))} call(s) per op",
              f"runtime-fix rounds {_e(evo.get('runtime_fix_rounds', '-'))}",
              f"split seed {_e(evo.get('split_seed', '-'))}",
-             f"champion by {_e(evo.get('pick', 'static'))} (confirm top {_e(evo.get('confirm_top', '-'))} "
-             f"on {_e(evo.get('confirm_size', '-'))} items, up to {_e(evo.get('confirm_rounds', 1))} rounds)",
+             f"champion by {_e(evo.get('pick', 'static'))} ({_race(evo)})",
+             f"patience {_e(evo.get('patience') or '-')}",
              f"prompts {_e(evo.get('prompts', 'mstar'))}", f"parallel {_e(evo.get('parallel', 1))}"]
     return ", ".join(parts)
+
+
+def _race(evo: dict) -> str:
+    if evo.get("confirm_size") == 0:
+        return "no confirmation race: --confirm-size 0"
+    return (f"confirm top {_e(evo.get('confirm_top', '-'))} on up to {_e(evo.get('confirm_size', '-'))} items in "
+            f"{_e(evo.get('confirm_rounds', 1))} batches"
+            + (f" within {float(evo['confirm_budget']):.0%} of the questions asked" if evo.get("confirm_budget") else ""))
 
 
 def _confirmation(ev) -> str:
@@ -96,10 +104,17 @@ def _confirmation(ev) -> str:
                      for pid, sc in ev.scores.items())]
     for r in ev.rounds:
         gap = r.get("gap") or {}
+        verdicts = r.get("gaps") or {}
         out.append(f"round {_e(r.get('round'))} ({_e(r.get('items'))} items): <span class='id'>{_e(r.get('leader'))}"
                    f"</span> ahead of <span class='id'>{_e(r.get('runner_up'))}</span> by {gap.get('mean', 0):+.3f} "
                    f"[{gap.get('low', 0):+.3f}, {gap.get('high', 0):+.3f}]"
-                   + (" -- decided" if r.get("decided") else ""))
+                   + (" -- decided" if r.get("decided") else "")
+                   + (" (" + ", ".join(f"{_e(p)} {_e(g.get('verdict'))}" for p, g in verdicts.items()) + ")"
+                      if verdicts else ""))
+    if getattr(ev, "stop", ""):
+        spent = ev.budget or {}
+        out.append(f"stopped buying: {_e(ev.stop)}" + (f" ({spent.get('spent', 0):,.0f} of {spent['allowance']:,.0f} "
+                                                       f"{_e(spent.get('unit'))})" if spent.get("allowance") else ""))
     return "<br>".join(out)
 
 

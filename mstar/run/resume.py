@@ -10,6 +10,8 @@ appended line. So the run folder alone says where to continue:
 - the split       = split.json (checked against the task, which must not have changed);
 - replay counters = the reflector's cache replays the n-th identical prompt's n-th reply; each
                     iteration event lists the prompts it asked, so the counts are restored;
+- the confirmation = a run killed after its confirmation event (before the test) goes on to the
+                    test with it, without racing again;
 - what is left    = every iteration without an event. An iteration that was cut off, even
                     after its child was evaluated, is done again from the start; its random
                     draws depend only on (seed, iteration) (loop.iteration_rng), so it makes
@@ -124,6 +126,8 @@ def rebuild(evo, state: RunState, store: RunStore) -> None:
                                        ev.static_score, ev.title, ev.per_category, no_change=ev.no_change))
             evo.router.restore_replay(ev.replay_keys)
             evo.remember(ev)  # same rule, same order as during the run: identical notes
+        elif isinstance(ev, ev_types.ConfirmationEvent):
+            evo.prior_confirmation = ev
 
 
 def _source(store: RunStore, program_id: str) -> str:
@@ -155,7 +159,10 @@ def resume_run(store: RunStore, state: RunState, task: Task, router, *, progress
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pid": os.getpid(),
         "seeds_done": len(state.seeds_done), "next_iteration": state.next_iteration,
         "iterations_done": len(state.done), "warnings": state.warnings})
-    return evo.run(todo=state.todo(state.config.evolution.iterations))
+    todo = state.todo(state.config.evolution.iterations)
+    if todo:   # more iterations to do (--iterations): the recorded confirmation is out of date
+        evo.prior_confirmation = None
+    return evo.run(todo=todo)
 
 
 def prior_spend(store: RunStore) -> dict:

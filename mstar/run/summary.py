@@ -26,11 +26,12 @@ class RunSummary:
     test_gain: dict | None = None       # best - best seed on test, paired: mean, low, high, n, significant
     pick_rule: str = "static"           # how the champion (best_id) was chosen: "confirmed" or "static"
     picks: dict | None = None           # each rule's choice and its test score (mstar.champion)
+    early_stop: str | None = None       # why a finished run ended before its last iteration (--patience)
 
 
 def write_summary(evo, best, test, iterations: int, seconds: float, stop_reason: str | None,
                   stop_kind: str | None = None, seed=None, seed_test=None, pick_rule: str = "static",
-                  picks: dict | None = None) -> RunSummary:
+                  picks: dict | None = None, early_stop: str | None = None) -> RunSummary:
     """Build the summary of `evo` (a loop.Evolution) and write it with best_program.py."""
     entries = list(evo.pool.entries)
     seeds = [e for e in entries if e.parent_id is None]
@@ -41,7 +42,8 @@ def write_summary(evo, best, test, iterations: int, seconds: float, stop_reason:
         test_score=test.mean_score if test else None, test_per_category=test.per_category if test else {},
         iterations=iterations, children_added=children, failed_iterations=max(0, iterations - children),
         seconds=round(seconds, 3), stop_reason=stop_reason, stop_kind=stop_kind,
-        test_case_errors=test.case_errors if test else 0, pick_rule=pick_rule, picks=picks or {})
+        test_case_errors=test.case_errors if test else 0, pick_rule=pick_rule, picks=picks or {},
+        early_stop=early_stop)
     if seed is not None and test is not None and seed_test is not None:
         summary.best_seed_id, summary.best_seed_test = seed.program_id, seed_test.mean_score
         summary.test_gain = paired_bootstrap(*paired_scores(test.cases, seed_test.cases)).to_dict()

@@ -1,0 +1,178 @@
+"""What the whole run will have spent when it ends: calls, billed tokens and dollars (issue 28).
+
+Made once the seeds are scored and again after every iteration, for the progress lines:
+
+    spent so far
+  + iterations left x one iteration (the mean of this process's iterations; before the first,
+    an estimate from the seed evaluations: a child scored on the static set, the parent on a
+    rotating batch with `--rotating fresh`, ~1.5 reflector calls)
+  + the end: the confirmation (its budget is a share of the questions asked before it, taken
+    here as that share of the spend before it), and the test (the champion and the best seed,
+    every episode written, every test question asked).
+
+The seed estimate splits the seeds' calls into per-episode ones (extractions) and per-question
+ones (query, answer, toolkit, judge): what a test of other sizes costs follows. Cache hits count
+as calls, never as tokens or dollars (they were not billed). A `--patience` run may end sooner:
+the projection is for the iterations asked.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+REFLECTOR_CALLS = 1.5                 # a reflection and, sometimes, a compile fix
+REFLECTOR_COMPLETION_TOKENS = 2000
+TESTED_PROGRAMS = 2                   # the champion and the best seed
+
+
+@dataclass(frozen=True)
+class Spend:
+    calls: float = 0.0
+    tokens: float = 0.0
+    usd: float = 0.0
+
+    def __add__(self, o: "Spend") -> "Spend":
+        return Spend(self.calls + o.calls, self.tokens + o.tokens, self.usd + o.usd)
+
+    def __mul__(self, k: float) -> "Spend":
+        return Spend(self.calls * k, self.tokens * k, self.usd * k)
+
+    @classmethod
+    def of_llm(cls, llm: dict | None) -> "Spend":
+        """From an event's `llm` sums (mstar.llm.ledger.summarize)."""
+        llm = llm or {}
+        return cls(int(llm.get("calls", 0)), int(llm.get("prompt_tokens", 0)) + int(llm.get("completion_tokens", 0)),
+                   float(llm.get("cost_usd") or 0.0))
+
+    @classmethod
+    def of_records(cls, records) -> "Spend":
+        return cls(len(records), sum(r.billed_tokens for r in records), sum(r.cost_usd for r in records))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The sizes a run's spend scales with (from its config, split and task)."""
+    iterations: int
+    n_seeds: int
+    train_episodes: int
+    static_size: int
+    rotating_size: int
+    rotating_fresh: bool
+    test_episodes: int
+    test_queries: int
+    confirm_share: float          # 0 without a confirmation
+    reflector_prompt_tokens: int
+
+
+def unit_costs(seed_records, shape: Shape) -> tuple[Spend, Spend, Spend]:
+    """(one episode written, one question answered, one reflector call) from the seeds' calls:
+    the costliest seed's, since the champion and the children are mostly its descendants (an
+    LLM-summariser seed pays for every stored text at each question; a vector search does not)."""
+    by_seed: dict[str, list] = {}
+    for r in seed_records:
+        by_seed.setdefault(r.scope or "", []).append(r)
+    episode, question = Spend(), Spend()
+    for recs in by_seed.values():
+        extract = [r for r in recs if r.kind == "extract_knowledge_item"]
+        rest = [r for r in recs if r.kind != "extract_knowledge_item" and r.role != "reflector"]
+        e = Spend.of_records(extract) * (1 / max(shape.train_episodes, 1))
+        q = Spend.of_records(rest) * (1 / max(shape.static_size, 1))
+        episode, question = max(episode, e, key=_weight), max(question, q, key=_weight)
+    reflector = Spend(1, shape.reflector_prompt_tokens + REFLECTOR_COMPLETION_TOKENS, 0.0)
+    return episode, question, reflector
+
+
+def _weight(s: Spend) -> tuple:
+    return (s.usd, s.tokens, s.calls)
+
+
+def seed_iteration(episode: Spend, question: Spend, reflector: Spend, shape: Shape) -> Spend:
+    """One iteration, before any ran: the child on the static set, the parent on a rotating batch
+    (its knowledge base kept: questions only), the reflector."""
+    child = episode * shape.train_episodes + question * shape.static_size
+    parent = question * shape.rotating_size if shape.rotating_fresh else Spend()
+    return child + parent + reflector * REFLECTOR_CALLS
+
+
+def test_phase(episode: Spend, question: Spend, shape: Shape) -> Spend:
+    if not shape.test_queries:
+        return Spend()
+    return (episode * shape.test_episodes + question * shape.test_queries) * TESTED_PROGRAMS
+
+
+class Projection:
+    """Fed the lineage events (after the progress printer has accounted them); `router` is the
+    run's, whose ledger holds the seeds' calls. `spent` is what a resumed run spent before."""
+
+    def __init__(self, router, shape: Shape, *, spent: Spend | None = None, done_before: int = 0):
+        self.router, self.shape = router, shape
+        self.spent = spent or Spend()
+        self.done = done_before
+        self.iterations: list[Spend] = []
+        self.first: Spend | None = None       # one iteration, estimated from the seeds
+        self.test: Spend = Spend()
+        self.seeds_seen = 0
+
+    def observe(self, ev) -> None:
+        from mstar.run import events as ev_types
+        self.spent = self.spent + Spend.of_llm(getattr(ev, "llm", None))
+        if isinstance(ev, ev_types.SeedEvent):
+            self.seeds_seen += 1
+            if self.seeds_seen >= self.shape.n_seeds:
+                self._from_seeds()
+        elif isinstance(ev, ev_types.IterationEvent):
+            if self.first is None:
+                self._from_seeds()
+            self.iterations.append(Spend.of_llm(ev.llm))
+            self.done += 1
+
+    def _from_seeds(self) -> None:
+        records = [r for r in self.router.ledger.snapshot() if (r.scope or "").startswith("seed_")]
+        episode, question, reflector = unit_costs(records, self.shape)
+        self.first = seed_iteration(episode, question, reflector, self.shape)
+        self.test = test_phase(episode, question, self.shape)
+
+    @property
+    def ready(self) -> bool:
+        return self.first is not None
+
+    def total(self) -> Spend:
+        """The whole run's projected spend."""
+        if self.iterations:
+            n = len(self.iterations)
+            per = Spend(sum(s.calls for s in self.iterations) / n, sum(s.tokens for s in self.iterations) / n,
+                        sum(s.usd for s in self.iterations) / n)
+        else:
+            per = self.first or Spend()
+        left = max(0, self.shape.iterations - self.done)
+        before_end = self.spent + per * left
+        return before_end + before_end * self.shape.confirm_share + self.test
+
+    def text(self) -> str:
+        from mstar.run.progress import format_count
+        t = self.total()
+        return f"~{format_count(t.calls)} calls {format_count(t.tokens)} tok" + (f" ${t.usd:.2f}" if t.usd else "")
+
+    def plan_line(self) -> str:
+        """The line printed once the seeds are scored."""
+        from mstar.run.progress import format_count
+        t, per = self.total(), self.first or Spend()
+        money = f", ~${t.usd:.2f}" if t.usd else ""
+        share = f"confirmation ~{self.shape.confirm_share:.0%} of the spend before it; " \
+            if self.shape.confirm_share else ""
+        return (f"plan    {self.shape.iterations} iterations: ~{format_count(t.calls)} calls, "
+                f"~{format_count(t.tokens)} tokens{money} in all (~{format_count(per.calls)} calls "
+                f"{format_count(per.tokens)} tok per iteration; {share}test ~{format_count(self.test.calls)} calls)")
+
+
+def for_run(router, cfg, task, evo, **kw) -> Projection:
+    """The projection of a run about to start (evo: its loop.Evolution, which holds the split)."""
+    from mstar.llm.budget import reflector_prompt_tokens
+    from mstar.program.sources import load_program_source
+    ev = cfg.evolution
+    share = (ev.confirm_budget or 0.0) if ev.confirm_size > 0 and ev.confirm_top > 1 else 0.0
+    shape = Shape(iterations=ev.iterations, n_seeds=len(cfg.seeds), train_episodes=len(evo.train),
+                  static_size=len(evo.static), rotating_size=ev.rotating_size, rotating_fresh=ev.rotating == "fresh",
+                  test_episodes=len(task.episodes), test_queries=len(task.test), confirm_share=share,
+                  reflector_prompt_tokens=reflector_prompt_tokens([load_program_source(s)[1] for s in cfg.seeds],
+                                                                  cfg.sandbox.read_max_chars, ev.prompt_budget_tokens))
+    return Projection(router, shape, **kw)

@@ -1,0 +1,188 @@
+"""A confirmation that costs little (issue 28): the race's stopping rule (mstar/race.py) and the
+race itself (mstar/champion.py) on scripted scores -- what it buys, when it stops, whom it picks."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from mstar import champion, race
+from mstar.evaluation.records import CaseResult, EvalResult
+from mstar.pool import Pool, PoolEntry
+
+
+# ---------------------------------------------------------------- the rule
+
+def test_a_clear_lead_is_behind_a_coin_flip_is_racing_and_equal_scores_are_a_tie():
+    z = race.z_for(11)
+    lead = race.gap([1.0, 0.8, 0.9, 1.0] * 10, [0.2, 0.1, 0.3, 0.0] * 10, z=z, more=100, fresh=[True] * 40)
+    assert lead.verdict == "behind" and lead.low > 0
+    a = [0.9, 0.1] * 20
+    b = [0.1, 0.9] * 18 + [0.1, 0.1, 0.1, 0.1]
+    noisy = race.gap(a, b, z=z, more=2000, fresh=[True] * 40)      # a small lead, wide spread, much left
+    assert noisy.verdict == "racing" and noisy.low < 0 < noisy.high and noisy.power >= race.FUTILITY
+    flat = race.gap(a, a[1:] + a[:1], z=z, more=2000, fresh=[True] * 40)   # no lead at all: no verdict in reach
+    assert flat.mean == 0 and flat.verdict == "tied"
+    zeros = race.gap([0.0] * 35, [0.0] * 35, z=z, more=200, fresh=[True] * 40)
+    assert zeros.verdict == "tied" and zeros.power == 0.0
+    # The same equal scores on the static set alone are no tie: they chose the racers.
+    assert race.gap([0.0] * 25, [0.0] * 25, z=z, more=200, fresh=[False] * 25).verdict == "racing"
+    # Nothing left to buy: the race ends on its budget, which is no verdict either.
+    assert race.gap(a, b, z=z, more=0, fresh=[True] * 40).verdict == "racing"
+
+
+def test_conditional_power_grows_with_the_items_left_and_the_looks_cost_width():
+    z = race.z_for(11)
+    small = race.conditional_power(50 * 0.03, 50, 0.2, 20, 0.03, 0.2, z)
+    large = race.conditional_power(50 * 0.03, 50, 0.2, 2000, 0.03, 0.2, z)
+    assert 0 <= small < large <= 1 and large > 0.9
+    # The trend of the fresh items, not the static set's lean, predicts the items to buy.
+    leaning = race.conditional_power(50 * 0.03, 50, 0.2, 200, -0.05, 0.2, z)
+    assert leaning > race.conditional_power(50 * 0.03, 50, 0.2, 200, 0.0, 0.2, z)
+    assert race.z_for(1) < race.z_for(11)          # Bonferroni: more looks, wider intervals
+    assert abs(race.z_for(1) - 1.95996) < 1e-4
+
+
+# ---------------------------------------------------------------- the race on scripted programs
+
+def _case(qid: str, score: float) -> CaseResult:
+    return CaseResult(qid, "q", "a", "x", score, None, {}, "", [])
+
+
+def _evo(score_of, *, static_size=25, validation=400, rotating=None, router=None):
+    """Three programs a, b, c (static order a, b, c); `score_of[pid](i)`: score on item i."""
+    pool = Pool()
+    for n, pid in enumerate("abc"):
+        pool.add(PoolEntry(pid, None, 0, f"{pid}-src", 0.9 - 0.1 * n, ""))
+    static = {pid: EvalResult(0.0, [_case(f"v{i}", score_of[pid](i)) for i in range(static_size)], [], {})
+              for pid in "abc"}
+    asked: list[tuple[str, tuple]] = []
+
+    class Executor:
+        def run(self, job):
+            asked.append((job.source[0], job.indices))
+            return EvalResult(0.0, [_case(f"v{i}", score_of[job.source[0]](i)) for i in job.indices], [], {},
+                              chain_calls=3)
+
+    evo = SimpleNamespace(
+        pool=pool, executor=Executor(), static_result=static.get, router=router,
+        task=SimpleNamespace(validation=[SimpleNamespace(id=f"v{i}") for i in range(validation)]),
+        split=SimpleNamespace(static=list(range(static_size))),
+        rotating_scores=lambda pid: dict((rotating or {}).get(pid, {})))
+    return evo, asked
+
+
+def test_a_lead_the_static_set_already_shows_buys_nothing():
+    evo, asked = _evo({"a": lambda i: 1.0, "b": lambda i: 0.0, "c": lambda i: 0.1})
+    got = champion.confirm(evo, top=3, size=200, split_seed=42, rounds=10, budget=0.1)
+    assert got.confirmed_id == "a" and got.stop == "decided" and got.items == [] and asked == []
+    assert [g["verdict"] for g in got.rounds[0]["gaps"].values()] == ["behind", "behind"]
+
+
+def test_programs_that_all_score_zero_stop_after_one_batch():
+    """The formula task's top programs all score 0: one batch shows no difference, the race ends."""
+    evo, asked = _evo({p: (lambda i: 0.0) for p in "abc"})
+    got = champion.confirm(evo, top=3, size=200, split_seed=42, rounds=10)
+    assert got.stop == "tied" and len(got.items) == 20 and len(asked) == 3      # one batch, each racer
+    assert got.confirmed_id == "a" == got.static_id                             # the static order decides
+    assert not set(got.items) & set(range(25))                                  # never a static item
+
+
+def _noisy(seed: int, offset: float = 0.0, static_offset: float | None = None):
+    """Scores in [0, 1] drawn per item (each program its own draws), shifted by `offset` (by
+    `static_offset` on the 25 static items)."""
+    import random
+    rng = random.Random(seed)
+    table = [rng.random() for _ in range(1000)]
+    shift = lambda i: static_offset if static_offset is not None and i < 25 else offset  # noqa: E731
+    return lambda i: min(1.0, max(0.0, table[i] * 0.6 + 0.2 + shift(i)))
+
+
+def test_the_race_buys_batches_until_the_better_program_shows_and_stops_there():
+    """a leads on the static set by luck; on fresh items b is better by 0.15. The race buys only
+    until b is significantly ahead of both, far fewer than its cap."""
+    scores = {"a": _noisy(1, -0.15, static_offset=0.1), "b": _noisy(2), "c": _noisy(3, -0.3)}
+    evo, asked = _evo(scores)
+    got = champion.confirm(evo, top=3, size=200, split_seed=42, rounds=10)
+    assert got.confirmed_id == "b" and got.static_id == "a" and got.stop == "decided"
+    assert 0 < len(got.items) < 200 and len(got.items) % 20 == 0
+    last = got.rounds[-1]
+    assert last["leader"] == "b" and all(g["verdict"] == "behind" for g in last["gaps"].values())
+    c_batches = [ix for src, ix in asked if src == "c"]
+    b_batches = [ix for src, ix in asked if src == "b"]
+    assert len(c_batches) < len(b_batches)                  # c left the race before the end
+
+
+def _lineage_store(seeds: int, iterations: int, rotating: int = 5, static_size: int = 25):
+    """A run folder's lineage as the race reads it: `seeds` seed events and `iterations`
+    iterations, each with a rotating batch and a child scored on the static set."""
+    lines = [{"event": "seed", "program_id": f"seed_{i}"} for i in range(seeds)]
+    lines += [{"event": "iteration", "iteration": i, "parent_id": "seed_0", "status": "ok",
+               "program_id": f"iter_{i:03d}", "rotating_batch": list(range(rotating))} for i in range(1, iterations + 1)]
+    return SimpleNamespace(read_jsonl_tolerant=lambda rel: (lines, None))
+
+
+def test_the_budget_share_of_the_questions_asked_stops_buying_and_is_never_passed():
+    """3 seeds x 25 + 10 iterations x (5 + 25) = 375 questions asked: 10% is 37 racer-items."""
+    scores = {"a": _noisy(4), "b": _noisy(5, -0.01), "c": _noisy(6, -0.02)}
+    evo, asked = _evo(scores)
+    evo.store = _lineage_store(3, 10)
+    got = champion.confirm(evo, top=3, size=400, split_seed=42, rounds=10, budget=0.1)
+    bought = sum(len(ix) for _, ix in asked)
+    assert got.stop == "budget" and got.budget == {"unit": "questions", "share": 0.1, "allowance": 37.5,
+                                                   "spent": bought}
+    assert 37.5 - 3 < bought <= 37.5 and len(got.items) == bought // 3 < 400
+    # Runtime fixes score the child again; a gate failure scores nothing.
+    from mstar.race_budget import questions_asked
+    from mstar.run import events as ev_types
+    fixed = ev_types.IterationEvent(1, "seed_0", status="ok", program_id="iter_001", rotating_batch=[1, 2],
+                                    runtime_fixes=[{"round": 1, "status": "ok", "static_score": 0.5}])
+    failed = ev_types.IterationEvent(2, "seed_0", status="failed", rotating_batch=[1, 2, 3])
+    assert questions_asked([fixed, failed], 25) == 2 + 50 + 3
+
+
+def test_items_a_racer_has_from_its_rotating_batches_are_bought_first_for_the_others_only():
+    scores = {"a": _noisy(7), "b": _noisy(8, -0.02), "c": _noisy(9, -0.5)}
+    have = {f"v{i}": scores["a"](i) for i in (300, 301, 302, 303, 304)}     # a was a parent once
+    evo, asked = _evo(scores, rotating={"a": have})
+    got = champion.confirm(evo, top=3, size=200, split_seed=42, rounds=10)
+    first_a = next(ix for src, ix in asked if src == "a")
+    first_b = next(ix for src, ix in asked if src == "b")
+    assert set(range(300, 305)) <= set(first_b) and not set(range(300, 305)) & set(first_a)
+    assert sorted(got.items[:5]) == [300, 301, 302, 303, 304]
+    assert got.scores["a"]["rotating"] == 5
+
+
+@pytest.mark.parametrize("size, top", [(0, 3), (200, 1)])
+def test_no_race_without_items_or_rivals(size, top):
+    evo, asked = _evo({p: (lambda i: 0.5) for p in "abc"})
+    got = champion.confirm(evo, top=top, size=size, split_seed=42, rounds=10)
+    assert got.confirmed_id == "a" and asked == [] and got.rounds == []
+
+
+# ---------------------------------------------------------------- resume after the confirmation
+
+def test_a_run_killed_between_its_confirmation_and_its_test_is_tested_without_racing_again(tmp_path_factory, tmp_path):
+    from run_helpers import copy_run, lineage, small_run
+
+    from mstar.cli import main
+    from mstar.run import events as ev_types
+
+    done = small_run(tmp_path_factory)
+    run = copy_run(done, tmp_path / "run")
+    lines = (run / "lineage.jsonl").read_text().splitlines()
+    assert json_kind(lines[-2]) == "confirmation" and json_kind(lines[-1]) == "test"
+    (run / "lineage.jsonl").write_text("\n".join(lines[:-1]) + "\n")     # killed during the test
+    usage = (run / "llm_usage.jsonl").read_text().splitlines()
+    (run / "llm_usage.jsonl").write_text("\n".join(u for u in usage if '"scope": "test"' not in u) + "\n")
+    before = len((run / "llm_usage.jsonl").read_text().splitlines())
+    assert main(["resume", str(run), "--quiet"]) == 0
+    assert lineage(run) == lineage(done)                  # one confirmation event, then the test
+    added = (run / "llm_usage.jsonl").read_text().splitlines()[before:]
+    assert added and not any('"scope": "confirm"' in u for u in added)   # no new race
+    assert isinstance(ev_types.read_lineage(run / "lineage.jsonl")[-1], ev_types.TestEvent)
+
+
+def json_kind(line: str) -> str:
+    import json
+    return json.loads(line)["event"]

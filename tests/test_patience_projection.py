@@ -1,0 +1,107 @@
+"""Spend you can see coming, and a run that says when it stops improving (issue 28): the whole
+run's projected spend on the progress lines, the stalled count, and `--patience N`."""
+from __future__ import annotations
+
+import io
+import json
+from types import SimpleNamespace
+
+from mstar.cli import main
+from mstar.run import events as ev_types
+from mstar.run.progress import ProgressPrinter
+from mstar.run.projection import Projection, Shape
+from mstar.strategies.stopping import Patience, is_gain
+
+# The whole sample, as the README's run: its first child is a significant gain over the best seed.
+PATIENT = ["--task", "sample", "--seed", "0", "--rotating", "reuse", "--iterations", "30", "--patience", "3"]
+
+
+def _record(kind: str, tokens: int, scope: str = "seed_a"):
+    return SimpleNamespace(kind=kind, role="task", scope=scope, cache_hit=False, cost_usd=0.0, billed_tokens=tokens)
+
+
+def _iteration(it: int, *, gain: bool = False, calls: int = 10, tokens: int = 1000) -> dict:
+    evidence = {"mean": 0.2 if gain else 0.0, "low": 0.1 if gain else -0.1, "high": 0.3, "n": 6,
+                "significant": gain}
+    return {"event": "iteration", "iteration": it, "parent_id": "seed_a", "status": "ok", "title": f"edit {it}",
+            "program_id": f"iter_{it:03d}", "static_score": 0.5, "delta": 0.0, "best_static_score": 0.5,
+            "evidence": evidence, "progress_evidence": evidence, "seconds": 1.0,
+            "llm": {"calls": calls, "prompt_tokens": tokens, "completion_tokens": 0}}
+
+
+def test_the_projection_follows_the_seeds_then_the_iterations_and_the_stalled_count_resets_on_a_gain():
+    # One seed: 2 episodes written (100 tokens each), 2 questions (query 50 + answer 50 tokens each).
+    seed_calls = [_record("extract_knowledge_item", 100)] * 2 + [_record("formulate_query", 50),
+                                                                 _record("answer", 50)] * 2
+    router = SimpleNamespace(ledger=SimpleNamespace(snapshot=lambda: seed_calls))
+    shape = Shape(iterations=4, n_seeds=1, train_episodes=2, static_size=2, rotating_size=1, rotating_fresh=True,
+                  test_episodes=3, test_queries=4, confirm_share=0.1, reflector_prompt_tokens=1000)
+    out = io.StringIO()
+    printer = ProgressPrinter(total=4, out=out, projection=Projection(router, shape), patience=3)
+    printer(ev_types.from_dict({"event": "seed", "program_id": "seed_a", "static_score": 0.5,
+                                "llm": {"calls": 6, "prompt_tokens": 400, "completion_tokens": 0}}))
+    # One iteration before any ran: the child (2 x 100 + 2 x 100 tokens, 6 calls), the parent on
+    # one rotating question (100, 2), 1.5 reflector calls of 1,000 + 2,000 tokens: 9.5 calls 5,000
+    # tok. The run: 6 calls 400 tok spent + 4 iterations, +10% confirmation, + the test of two
+    # programs, 2 x (3 x 100 + 4 x 100) tok, 2 x (3 + 4 x 2) calls: 70.4 calls, 23,840 tok.
+    plan = out.getvalue().splitlines()[1]
+    assert plan.startswith("plan    4 iterations: ~70 calls, ~23.8k tokens in all") and "test ~22 calls" in plan
+    assert "confirmation ~10% of the spend before it" in plan
+    for it, gain in ((1, False), (2, False), (3, True), (4, False)):
+        printer(ev_types.from_dict(_iteration(it, gain=gain)))
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("iter")]
+    assert "stalled 1/3" in lines[0] and "stalled 2/3" in lines[1] and "stalled" not in lines[2]
+    assert "stalled 1/3" in lines[3]
+    # After the iterations: 46 calls 4,400 tok spent, none left; +10%, + the test: 72.6 calls 6,240 tok.
+    assert "spend 46 calls 4.4k tok -> ~73 calls 6.2k tok" in lines[3]
+
+
+def test_patience_counts_iterations_since_the_last_gain_over_the_best():
+    rule = Patience(3)
+    events = [ev_types.from_dict(_iteration(i, gain=i == 2)) for i in range(1, 6)]
+    reasons = []
+    for ev in events:
+        rule.observe(ev)
+        reasons.append(rule.reason())
+    assert reasons[:4] == [None, None, None, None] and "no significant gain in 3 iterations" in reasons[4]
+    # A gain over a weak parent that does not beat the best program is no gain of the run.
+    weak = _iteration(6, gain=True)
+    weak["progress_evidence"] = {"mean": -0.1, "low": -0.2, "high": 0.0, "n": 6, "significant": False}
+    assert is_gain(ev_types.from_dict(_iteration(7, gain=True))) and not is_gain(ev_types.from_dict(weak))
+
+
+def test_a_patient_run_ends_early_still_confirms_and_tests_its_champion(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["evolve", *PATIENT, "--out", str(run)]) == 0
+    said = capsys.readouterr().out
+    evs = ev_types.read_lineage(run / "lineage.jsonl")
+    its = ev_types.iterations(evs)
+    assert 3 <= len(its) < 30 and isinstance(evs[-1], ev_types.TestEvent)
+    assert any(isinstance(e, ev_types.ConfirmationEvent) for e in evs)
+    # It stopped at the first moment the last 3 iterations had no gain over the best, not before.
+    streak = [sum(1 for _ in _tail_without_gain(its[:k])) for k in range(1, len(its) + 1)]
+    assert streak[-1] == 3 and all(s < 3 for s in streak[:-1])
+    # Each child was measured against the run's reference: the best seed, then the best program
+    # as of the last gain.
+    scores = {e.program_id: e.static_score for e in ev_types.seeds(evs)}
+    reference = max(scores, key=lambda p: (scores[p], -list(scores).index(p)))
+    moved = 0
+    for ev in its:
+        assert ev.reference_id == reference or not ev.added_child
+        if ev.added_child:
+            scores[ev.program_id] = ev.static_score
+        if is_gain(ev):
+            reference, moved = max(scores, key=lambda p: (scores[p], -list(scores).index(p))), moved + 1
+    assert moved >= 1, "this run has a significant gain, after which its children face the new best"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["iterations"] == len(its) and summary["test_score"] is not None and summary["stop_reason"] is None
+    assert "--patience 3" in summary["early_stop"]
+    assert f"ended   after iteration {len(its)}: --patience 3" in said and "stalled 3/3" in said
+    assert "plan    30 iterations:" in said
+
+
+def _tail_without_gain(its):
+    for ev in reversed(its):
+        if is_gain(ev):
+            return
+        yield ev
