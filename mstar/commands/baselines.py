@@ -17,7 +17,7 @@ from mstar.commands import add_task_options
 
 
 def register(sub) -> None:
-    from mstar.commands.evolve import add_llm_args
+    from mstar.commands.llm_flags import add_llm_args
     from mstar.config import EvolutionConfig
     from mstar.gepa import DEFAULT_BUDGET, DEFAULT_MINIBATCH
 
@@ -84,14 +84,14 @@ def _check_numbers(args) -> str | None:
             return f"{flag} {value}: give {low} or more"
     if args.train_ratio is not None and args.train_ratio < 0:
         return f"--train-ratio {args.train_ratio}: give 0 (every episode) or more"
-    from mstar.commands.evolve import check_llm_numbers
+    from mstar.commands.llm_flags import check_llm_numbers
     return check_llm_numbers(args)
 
 
 def cmd_baselines(args) -> int:
     from mstar import prompts
     from mstar.commands import load_task_or_report, task_options
-    from mstar.commands.evolve import resolve_llm
+    from mstar.commands.llm_flags import resolve_llm
     from mstar.comparison import OPTIMISED
     from mstar.llm.router import LLMRouter
     from mstar.llm.settings import ConfigError

@@ -21,7 +21,7 @@ from mstar.commands import add_task_options
 
 
 def register(sub) -> None:
-    from mstar.commands.evolve import add_llm_args
+    from mstar.commands.llm_flags import add_llm_args
     from mstar.config import EvolutionConfig
 
     p = sub.add_parser("eval", help="score a program file on a task (per-category scores)")
@@ -84,7 +84,7 @@ def _queries_and_episodes(task, args):
 
 
 def cmd_eval(args) -> int:
-    from mstar.commands.evolve import check_llm_numbers, resolve_llm
+    from mstar.commands.llm_flags import check_llm_numbers, resolve_llm
     from mstar.config import SandboxConfig
     from mstar.evaluation import evaluate
     from mstar.llm.router import LLMRouter

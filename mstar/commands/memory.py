@@ -7,7 +7,7 @@ import sys
 
 
 def register(sub) -> None:
-    from mstar.commands.evolve import add_llm_args
+    from mstar.commands.llm_flags import add_llm_args
     from mstar.memory.migrate import DEFAULT_WORKERS
 
     p = sub.add_parser("memory", help="inspect a memory store, or migrate it to another program")
@@ -56,7 +56,7 @@ def cmd_info(args) -> int:
 
 def cmd_migrate(args) -> int:
     from mstar.commands.serve import _say
-    from mstar.commands.evolve import resolve_llm
+    from mstar.commands.llm_flags import resolve_llm
     from mstar.llm.router import LLMRouter
     from mstar.llm.types import LLMError
     from mstar.memory.migrate import migrate

@@ -10,7 +10,7 @@ import sys
 
 
 def register(sub) -> None:
-    from mstar.commands.evolve import add_llm_args
+    from mstar.commands.llm_flags import add_llm_args
     from mstar.memory.pool import DEFAULT_IDLE_CLOSE_S, DEFAULT_MAX_OPEN
 
     p = sub.add_parser("serve", help="serve a memory program over MCP (stdio or HTTP), kept in a store folder")
@@ -85,7 +85,7 @@ def cmd_serve(args) -> int:
 
 def open_service(args, program, store):
     """The MemoryService for the command's LLM options, or an exit status after one line."""
-    from mstar.commands.evolve import resolve_llm
+    from mstar.commands.llm_flags import resolve_llm
     from mstar.llm.router import LLMRouter
     from mstar.llm.types import LLMError
     from mstar.memory.service import MemoryService
