@@ -105,3 +105,24 @@ def _tail_without_gain(its):
         if is_gain(ev):
             return
         yield ev
+
+
+def test_the_test_is_projected_at_the_costs_of_the_best_program_so_far_and_the_best_seed():
+    # A costly seed (1,000 tokens a question) and a cheap child that beats it (10 a question).
+    seed_calls = [_record("extract_knowledge_item", 100)] * 2 + [_record("answer", 1000)] * 2
+    child_calls = [_record("extract_knowledge_item", 100, "iter_001")] * 2 + \
+        [_record("answer", 10, "iter_001")] * 3          # 2 static questions + 1 rotating
+    calls = list(seed_calls)
+    router = SimpleNamespace(ledger=SimpleNamespace(snapshot=lambda: calls))
+    shape = Shape(iterations=1, n_seeds=1, train_episodes=2, static_size=2, rotating_size=1, rotating_fresh=True,
+                  test_episodes=3, test_queries=4, confirm_share=0.0, reflector_prompt_tokens=1000)
+    proj = Projection(router, shape)
+    proj.observe(ev_types.from_dict({"event": "seed", "program_id": "seed_a", "static_score": 0.5, "llm": {}}))
+    # before any child: the costliest seed, twice: 2 x (3 x 100 + 4 x 1000)
+    assert proj.test.tokens == 2 * (3 * 100 + 4 * 1000)
+    calls += child_calls
+    better = _iteration(1, gain=True)
+    better["static_score"] = 0.8
+    proj.observe(ev_types.from_dict(better))
+    # the champion-to-be (the child) and the best seed: (3 x 100 + 4 x 10) + (3 x 100 + 4 x 1000)
+    assert proj.test.tokens == (3 * 100 + 4 * 10) + (3 * 100 + 4 * 1000)

@@ -8,7 +8,11 @@ Made once the seeds are scored and again after every iteration, for the progress
     rotating batch with `--rotating fresh`, ~1.5 reflector calls)
   + the end: the confirmation (its budget is a share of the questions asked before it, taken
     here as that share of the spend before it), and the test (the champion and the best seed,
-    every episode written, every test question asked).
+    every episode written, every test question asked) -- at the costs of the best program so far
+    and of the best seed, from their own evaluations' calls (before any child: the costliest
+    seed's, twice). Measured on the offline sample run: the champion, a vector-search child,
+    costs a tenth of the LLM summariser per question, so pricing the test at the costliest seed
+    had the iteration lines project 8.1M tokens for a run that spent 2.4M.
 
 The seed estimate splits the seeds' calls into per-episode ones (extractions) and per-question
 ones (query, answer, toolkit, judge): what a test of other sizes costs follows. Cache hits count
@@ -81,6 +85,14 @@ def unit_costs(seed_records, shape: Shape) -> tuple[Spend, Spend, Spend]:
     return episode, question, reflector
 
 
+def scope_units(records, episodes: int, questions: int) -> tuple[Spend, Spend]:
+    """(one episode written, one question answered) from one evaluation's calls (its scope's
+    records, the reflector's left out)."""
+    extract = [r for r in records if r.kind == "extract_knowledge_item"]
+    rest = [r for r in records if r.kind != "extract_knowledge_item" and r.role != "reflector"]
+    return Spend.of_records(extract) * (1 / max(episodes, 1)), Spend.of_records(rest) * (1 / max(questions, 1))
+
+
 def _weight(s: Spend) -> tuple:
     return (s.usd, s.tokens, s.calls)
 
@@ -111,12 +123,17 @@ class Projection:
         self.first: Spend | None = None       # one iteration, estimated from the seeds
         self.test: Spend = Spend()
         self.seeds_seen = 0
+        self._best: tuple[float, str, bool] | None = None     # (static score, scope, a seed?)
+        self._best_seed: tuple[float, str] | None = None
 
     def observe(self, ev) -> None:
         from mstar.run import events as ev_types
         self.spent = self.spent + Spend.of_llm(getattr(ev, "llm", None))
         if isinstance(ev, ev_types.SeedEvent):
             self.seeds_seen += 1
+            if not ev.error and (self._best_seed is None or ev.static_score > self._best_seed[0]):
+                self._best_seed = (ev.static_score, ev.program_id)
+            self._consider(ev.static_score if not ev.error else None, ev.program_id, True)
             if self.seeds_seen >= self.shape.n_seeds:
                 self._from_seeds()
         elif isinstance(ev, ev_types.IterationEvent):
@@ -124,6 +141,28 @@ class Projection:
                 self._from_seeds()
             self.iterations.append(Spend.of_llm(ev.llm))
             self.done += 1
+            if ev.added_child and self._consider(ev.static_score, f"iter_{ev.iteration:03d}", False):
+                self._test_from_best()
+
+    def _consider(self, score: float | None, scope: str, seed: bool) -> bool:
+        """Is this program the best so far (the champion-to-be, tested at the end)?"""
+        if score is None or (self._best is not None and score <= self._best[0]):
+            return False
+        self._best = (score, scope, seed)
+        return True
+
+    def _test_from_best(self) -> None:
+        """The test at the costs of the best program so far and of the best seed."""
+        if self._best is None or self._best_seed is None or not self.shape.test_queries:
+            return
+        records = self.router.ledger.snapshot()
+        questions = self.shape.static_size + (self.shape.rotating_size if self.shape.rotating_fresh else 0)
+        child = scope_units([r for r in records if r.scope == self._best[1]], self.shape.train_episodes, questions)
+        seed = scope_units([r for r in records if r.scope == self._best_seed[1]], self.shape.train_episodes,
+                           self.shape.static_size)
+        self.test = Spend()
+        for episode, question in (child, seed):
+            self.test = self.test + episode * self.shape.test_episodes + question * self.shape.test_queries
 
     def _from_seeds(self) -> None:
         records = [r for r in self.router.ledger.snapshot() if (r.scope or "").startswith("seed_")]
