@@ -203,7 +203,14 @@ def test_a_budget_reserves_the_largest_iteration_and_every_one_in_flight():
 def test_the_reliability_scenario_stop_at_300k_resume_with_500k_spends_at_most_500k(tmp_path):
     """Issue 30, 8b: two seeds whose iterations differ ~3x (a summariser parent costs ~95k tokens, a
     vector-search one ~30k). With this --seed the iteration after the resume's fifth has the
-    summariser as its parent; reserving the average (~40k) ran it and spent 543,954 tokens."""
+    summariser as its parent; reserving the average (~40k) ran it and spent 543,954 tokens.
+    The scenario is a lineage, and the lineage is the split's: it is defined on the MiniLM split
+    ([embed]). On the hashing split nearly every parent is the summariser (14 iterations of seeds
+    0-11 measured: the average and the largest cost agree), so there it tests nothing; the rule
+    itself is tested above on any install (test_a_budget_reserves_the_largest_iteration...)."""
+    from mstar.split.embed import minilm_available
+    if not minilm_available():
+        pytest.skip("the scenario's lineage is the MiniLM split's: needs the [embed] extra (.ci/run installs it)")
     run = tmp_path / "run"
     args = ["--task", "sample", "--size", "0.3", "--static-size", "6", "--seeds", "vector_search,llm_summarizer",
             "--seed", "9", "--quiet"]

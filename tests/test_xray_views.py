@@ -24,9 +24,10 @@ def test_the_lineage_events_carry_each_programs_xray(tmp_path_factory):
         assert set(x["labels"]) == LABELS and sum(x["labels"].values()) == x["cases"] == 8
         assert 0.0 <= x["recall"] <= 1.0 and 0.0 <= x["precision"] <= 1.0
     # Vector search keeps raw text but writes only the run's training episodes: what it never
-    # wrote is lost at store; the experience learner returns a fixed 500 characters: nothing is retrieved.
+    # wrote is lost at store; the experience learner returns a fixed 500 characters: little of the
+    # evidence is in them (how much depends on which items the split chose: MiniLM or hashing).
     seeds = {e.program_id: e.xray for e in events if isinstance(e, SeedEvent)}
-    assert seeds["seed_experience_learner"]["recall"] == 0.0
+    assert seeds["seed_experience_learner"]["recall"] < seeds["seed_vector_search"]["recall"]
     assert seeds["seed_vector_search"]["labels"]["not_retrieved"] > 0
     # An older lineage line without the key reads back as None; a new one round-trips.
     old = {k: v for k, v in to_dict(events[0]).items() if k != "xray"}
