@@ -203,9 +203,18 @@ class FakeOpenAIServer:
                 with server._lock:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                self._counted = True
                 try:
                     self._post(raw, t0)
                 finally:
+                    self._uncount()
+
+            def _uncount(self) -> None:
+                # A request stops being in flight when its reply starts going out, not when the
+                # handler returns: the client may read the reply and send its next request before
+                # this thread gets back here, and counting both would report a peak no client had.
+                if getattr(self, "_counted", False):
+                    self._counted = False
                     with server._lock:
                         server.in_flight -= 1
 
@@ -240,6 +249,7 @@ class FakeOpenAIServer:
                 if headers is None and status == 200:
                     headers = getattr(self, "_limit_headers", None)
                 self._limit_headers = None
+                self._uncount()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
