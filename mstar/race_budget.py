@@ -1,6 +1,6 @@
 """How much the confirmation's race may buy (issue 28): a share of the questions the run asked.
 
-The allowance is `--confirm-budget` (default 0.1) times the questions the run had scored before
+The allowance is `--confirm-budget` (default 0.2) times the questions the run had scored before
 the confirmation -- every seed's and child's static set, every rotating batch, every static set
 scored again after a run-time fix -- counted from the lineage. The race spends one per racer
 and new item. Questions are what a race buys, and at a similar cost per question 10% of them is

@@ -118,7 +118,7 @@ def test_the_test_is_projected_at_the_costs_of_the_best_program_so_far_and_the_b
                   test_episodes=3, test_queries=4, confirm_share=0.0, reflector_prompt_tokens=1000)
     proj = Projection(router, shape)
     proj.observe(ev_types.from_dict({"event": "seed", "program_id": "seed_a", "static_score": 0.5, "llm": {}}))
-    # before any child: the costliest seed, twice: 2 x (3 x 100 + 4 x 1000)
+    # before any child: the best seed, twice: 2 x (3 x 100 + 4 x 1000)
     assert proj.test.tokens == 2 * (3 * 100 + 4 * 1000)
     calls += child_calls
     better = _iteration(1, gain=True)
@@ -126,3 +126,19 @@ def test_the_test_is_projected_at_the_costs_of_the_best_program_so_far_and_the_b
     proj.observe(ev_types.from_dict(better))
     # the champion-to-be (the child) and the best seed: (3 x 100 + 4 x 10) + (3 x 100 + 4 x 1000)
     assert proj.test.tokens == (3 * 100 + 4 * 10) + (3 * 100 + 4 * 1000)
+
+
+def test_before_any_child_the_plan_prices_an_iteration_at_the_best_seed_not_the_costliest():
+    # The offline sample's case: the best seed is a cheap vector search, a weak seed costs 50x more
+    # a question; the children descend from the best one (the plan said 13.7M tokens, the run spent 2.4M).
+    calls = [_record("answer", 10, "seed_cheap")] * 2 + [_record("answer", 500, "seed_costly")] * 2
+    router = SimpleNamespace(ledger=SimpleNamespace(snapshot=lambda: calls))
+    shape = Shape(iterations=10, n_seeds=2, train_episodes=2, static_size=2, rotating_size=1, rotating_fresh=True,
+                  test_episodes=3, test_queries=4, confirm_share=0.0, reflector_prompt_tokens=1000)
+    proj = Projection(router, shape)
+    proj.observe(ev_types.from_dict({"event": "seed", "program_id": "seed_cheap", "static_score": 0.6, "llm": {}}))
+    proj.observe(ev_types.from_dict({"event": "seed", "program_id": "seed_costly", "static_score": 0.2, "llm": {}}))
+    # a child on the static set (2 x 10) + the parent on a rotating item (10) + 1.5 reflector calls of 3,000
+    assert proj.first.tokens == 2 * 10 + 10 + 1.5 * (1000 + 2000)
+    assert proj.test.tokens == 2 * (4 * 10)
+    assert "~" in proj.plan_line() and "4.5k tok per iteration" in proj.plan_line()

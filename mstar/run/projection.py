@@ -4,12 +4,14 @@ Made once the seeds are scored and again after every iteration, for the progress
 
     spent so far
   + iterations left x one iteration (the mean of this process's iterations; before the first,
-    an estimate from the seed evaluations: a child scored on the static set, the parent on a
-    rotating batch with `--rotating fresh`, ~1.5 reflector calls)
+    an estimate from the best seed's evaluation: a child scored on the static set, the parent on
+    a rotating batch with `--rotating fresh`, ~1.5 reflector calls. The best seed, because parents
+    are drawn by score and most children descend from it; the costliest seed made the offline
+    sample's plan line say 13.7M tokens for a run that spent 2.4M)
   + the end: the confirmation (its budget is a share of the questions asked before it, taken
     here as that share of the spend before it), and the test (the champion and the best seed,
     every episode written, every test question asked) -- at the costs of the best program so far
-    and of the best seed, from their own evaluations' calls (before any child: the costliest
+    and of the best seed, from their own evaluations' calls (before any child: the best
     seed's, twice). Measured on the offline sample run: the champion, a vector-search child,
     costs a tenth of the LLM summariser per question, so pricing the test at the costliest seed
     had the iteration lines project 8.1M tokens for a run that spent 2.4M.
@@ -67,13 +69,16 @@ class Shape:
     reflector_prompt_tokens: int
 
 
-def unit_costs(seed_records, shape: Shape) -> tuple[Spend, Spend, Spend]:
+def unit_costs(seed_records, shape: Shape, best_seed: str | None = None) -> tuple[Spend, Spend, Spend]:
     """(one episode written, one question answered, one reflector call) from the seeds' calls:
-    the costliest seed's, since the champion and the children are mostly its descendants (an
-    LLM-summariser seed pays for every stored text at each question; a vector search does not)."""
+    `best_seed`'s, whose descendants most children and the champion will be (an LLM-summariser
+    seed pays for every stored text at each question; a vector search does not); without it, or
+    when it made no call, the costliest seed's."""
     by_seed: dict[str, list] = {}
     for r in seed_records:
         by_seed.setdefault(r.scope or "", []).append(r)
+    if best_seed in by_seed:
+        by_seed = {best_seed: by_seed[best_seed]}
     episode, question = Spend(), Spend()
     for recs in by_seed.values():
         extract = [r for r in recs if r.kind == "extract_knowledge_item"]
@@ -166,7 +171,8 @@ class Projection:
 
     def _from_seeds(self) -> None:
         records = [r for r in self.router.ledger.snapshot() if (r.scope or "").startswith("seed_")]
-        episode, question, reflector = unit_costs(records, self.shape)
+        episode, question, reflector = unit_costs(records, self.shape,
+                                                  self._best_seed[1] if self._best_seed else None)
         self.first = seed_iteration(episode, question, reflector, self.shape)
         self.test = test_phase(episode, question, self.shape)
 
