@@ -30,6 +30,17 @@ class RoleSpend:
     def to_dict(self) -> dict:
         return {**asdict(self), "tokens": self.tokens, "models": list(self.models)}
 
+    def add(self, other: "RoleSpend") -> None:
+        """Count `other`'s calls in this one's (its models are not merged: the caller decides)."""
+        self.calls += other.calls
+        self.errors += other.errors
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cache_hits += other.cache_hits
+        self.saved_tokens += other.saved_tokens
+        if other.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
+
 
 def spend_by_role(records: Iterable[dict]) -> dict[str, RoleSpend]:
     """Roles in the order they first appear."""
@@ -55,12 +66,5 @@ def spend_by_role(records: Iterable[dict]) -> dict[str, RoleSpend]:
 def total(spend: dict[str, RoleSpend]) -> RoleSpend:
     t = RoleSpend("total")
     for s in spend.values():
-        t.calls += s.calls
-        t.errors += s.errors
-        t.prompt_tokens += s.prompt_tokens
-        t.completion_tokens += s.completion_tokens
-        t.cache_hits += s.cache_hits
-        t.saved_tokens += s.saved_tokens
-        if s.cost_usd is not None:
-            t.cost_usd = (t.cost_usd or 0.0) + s.cost_usd
+        t.add(s)
     return t

@@ -103,14 +103,7 @@ def window(calls: list[Call], seconds: float = 60.0) -> dict:
 def _merge(into: dict[str, RoleSpend], new: dict[str, RoleSpend]) -> None:
     for role, s in new.items():
         t = into.setdefault(role, RoleSpend(role))
-        t.calls += s.calls
-        t.errors += s.errors
-        t.prompt_tokens += s.prompt_tokens
-        t.completion_tokens += s.completion_tokens
-        t.cache_hits += s.cache_hits
-        t.saved_tokens += s.saved_tokens
-        if s.cost_usd is not None:
-            t.cost_usd = (t.cost_usd or 0.0) + s.cost_usd
+        t.add(s)
         t.models = t.models + tuple(m for m in s.models if m not in t.models)
 
 
