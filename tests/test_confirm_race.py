@@ -186,3 +186,23 @@ def test_a_run_killed_between_its_confirmation_and_its_test_is_tested_without_ra
 def json_kind(line: str) -> str:
     import json
     return json.loads(line)["event"]
+
+
+def test_the_best_seeds_test_starts_while_the_race_is_still_asking(tmp_path):
+    # The best seed is tested whatever the race decides (mstar/finish.py): its test's first request
+    # goes out before the race's last reply is back, instead of after the confirmation event.
+    from failure_helpers import SMALL, endpoint, usage
+
+    from mstar.cli import main
+    from mstar.testing.fake_server import FakeOpenAIServer, offline_responder
+
+    with FakeOpenAIServer(offline_responder(), latency_s=0.4) as srv:
+        run = tmp_path / "run"
+        assert main(["evolve", *SMALL, "--iterations", "2", "--confirm-top", "3", "--out", str(run), "--quiet",
+                     *endpoint(srv.base_url, None, concurrency=64)]) == 0
+    recs = [r for r in usage(run) if not r["cache_hit"]]
+    race = [r for r in recs if r["scope"] == "confirm"]
+    test = [r for r in recs if r["scope"] == "test"]
+    assert race and test, "this run races and tests"
+    first_test_sent = min(r["at"] - r["latency_s"] for r in test)
+    assert first_test_sent < max(r["at"] for r in race)
