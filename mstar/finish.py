@@ -73,7 +73,9 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
             t_test = time.perf_counter()   # the test's own timing starts here
             if evo.task.test:
                 wanted = _wanted(evo, confirmation, seed, rule, getattr(ev, "test_both", False))
-                tests = _test_evaluations(evo, [e for e in wanted if seed_test_early is None or e.program_id != seed.program_id])
+                if seed_test_early is not None:
+                    wanted = [e for e in wanted if e.program_id != seed.program_id]
+                tests = _test_evaluations(evo, wanted)
                 if seed_test_early is not None:
                     tests[seed.program_id] = seed_test_early.result()
         except endpoint_errors as exc:
@@ -142,8 +144,6 @@ def _start_test(pool: ThreadPoolExecutor, evo, entry):
 def _test_evaluations(evo, entries: list) -> dict:
     if not entries:                    # the champion is the best seed, already being tested
         return {}
-    with llm_scope.scoped("test"), ThreadPoolExecutor(len(entries), thread_name_prefix="test") as pool:
-        futures = {e.program_id: llm_scope.submit(pool, evo.executor.run,
-                                                  EvalJob(e.source, "test", None, all_episodes=True, keep=False))
-                   for e in entries}
+    with ThreadPoolExecutor(len(entries), thread_name_prefix="test") as pool:
+        futures = {e.program_id: _start_test(pool, evo, e) for e in entries}
         return {pid: f.result() for pid, f in futures.items()}
