@@ -198,3 +198,41 @@ def test_whatever_one_evaluation_raises_becomes_that_programs_failed_result(tmp_
         evo.executor = Raising(exc)
         with pytest.raises(type(exc)):
             evo._run(EvalJob("src", "validation", (0,)))
+
+
+def test_a_session_closed_while_its_start_runs_leaves_no_worker_behind():
+    """The race behind a dropped prestart: close() may come before start() has a worker to kill.
+    Whatever the moment, once start() has returned or raised the worker is gone."""
+    import os
+    import threading
+
+    from sandbox.protocol import SandboxError
+
+    for delay in (0.0, 0.002, 0.01, 0.03, 0.06, 0.2):
+        session = ProgramSession(SEED_A)
+        outcome: list[object] = []
+
+        def start():
+            try:
+                outcome.append(session.start())
+            except SandboxError as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=start)
+        thread.start()
+        time.sleep(delay)
+        session.close()
+        thread.join(timeout=60)
+        assert outcome, "start() did not return"
+        assert not session.alive()
+        pid = session.group_pid
+        if pid is not None:   # a worker was spawned: its process group is gone
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.02)
+            else:
+                raise AssertionError(f"the worker of a session closed {delay}s into its start still runs")

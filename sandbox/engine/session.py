@@ -89,6 +89,7 @@ class ProgramSession:
         self._died_lock = threading.Lock()
         self._died: Verdict | None = None             # why the worker died (shared by every waiter)
         self._started = False
+        self._closed = False                          # close() was called, maybe while start() ran
         self.info: LoadInfo | None = None
 
     # ----------------------------------------------------------------- public API
@@ -106,7 +107,7 @@ class ProgramSession:
 
     def alive(self) -> bool:
         """True while the worker can still take operations (started and not killed or dead)."""
-        return bool(self._started and self._finalizer is not None and self._finalizer.alive)
+        return bool(self._started and not self._closed and self._finalizer is not None and self._finalizer.alive)
 
     def worker_output(self) -> str:
         """The tail of the worker's stdout/stderr (interpreter warnings, crash tracebacks)."""
@@ -118,6 +119,7 @@ class ProgramSession:
             if self._started:
                 raise RuntimeError("ProgramSession.start() may be called once")
             self._started = True
+            self._refuse_if_closed()   # closed before its start began: spawn nothing
             self._intake()
             t0 = time.monotonic()
             ready = self._spawn()
@@ -162,7 +164,10 @@ class ProgramSession:
         return result
 
     def close(self) -> None:
-        """Kill the worker's process group and remove its scratch dir. Idempotent."""
+        """Kill the worker's process group and remove its scratch dir. Idempotent. A close that
+        comes while start() runs on another thread (a prestarted worker dropped) is honoured by
+        start() itself: it kills what it spawned and raises, so no worker outlives its close."""
+        self._closed = True
         self._dead_reason = self._dead_reason or "session closed"
         if self._channel is not None:
             self._channel.shutdown(self._dead_reason)
@@ -195,6 +200,9 @@ class ProgramSession:
         self._finalizer = weakref.finalize(self, end_session, self._worker.end, self.embed)
         self._channel = EngineChannel(self._worker.frames_in, self._worker.frames_out, self._worker.output,
                                       self._keep_output)
+        # close() sets _closed before it looks at the finalizer, and this reads _closed after the
+        # finalizer is set: whichever order the two threads run in, one of them kills the worker.
+        self._refuse_if_closed()
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         self._channel.open(0)
         ready = self._next_frame(0, deadline, "import", waiting_for="worker start-up")
@@ -370,6 +378,10 @@ class ProgramSession:
         message = f"worker {exit_text(status)} before sending a result"
         return Verdict(False, stage, gate, rule, message + (f"; the end of its output (written by the worker, which "
                                                               f"ran program code; engine paths hidden):\n{tail}" if tail else ""))
+
+    def _refuse_if_closed(self) -> None:
+        if self._closed:
+            self._fail(Verdict(False, "import", "runtime", "worker not running", "session closed"), kill=True)
 
     def _kill(self) -> int | None:
         if self._finalizer is None or not self._finalizer.alive:
