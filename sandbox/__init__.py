@@ -5,7 +5,7 @@ results; it knows nothing of evolution and imports nothing from `mstar` (tests/t
 The layers, in the order a program meets them (the why of each: docs/sandbox.md):
 
   layer                                   side     file
-  L0 intake: size, NUL bytes              engine   engine/session.py  (ProgramSession._intake)
+  L0 intake: size, NUL bytes              engine   engine/intake.py   (intake_verdict)
   L1 static gate on the AST               worker   worker/static_gate.py, contract/interface.py
   L2 RestrictedPython compile             worker   worker/restricted.py, worker/loader.py
   L3 guarded namespace, module proxies    worker   worker/runtime.py, worker/proxies.py,

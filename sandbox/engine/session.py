@@ -6,12 +6,10 @@ On a deadline it SIGKILLs the worker's whole process group -- never an exception
 program, which could catch it or be stuck in C code. It reads results only from the dedicated
 frame pipe and checks them again (a worker that ran program code is not trusted).
 
-Launchers (sandbox.engine.launch): by default workers are forked from one pre-warmed fork server per
-engine process (sandbox.engine.forkserver; tens of ms to a ready worker), falling back to a fresh
-interpreter per worker (~1 s). With the fork server, workers die with the server and the server
-with the engine, whichever thread started them. With `SubprocessLauncher` the worker dies with
-the *thread* that started it (PR_SET_PDEATHSIG follows the parent thread), so start such sessions
-from a thread that outlives them -- e.g. a long-lived pool thread.
+Launchers (sandbox.engine.launch): by default workers fork from one pre-warmed fork server per engine
+process (sandbox.engine.forkserver; tens of ms), else a fresh interpreter each (~1 s). Forked
+workers die with the server, the server with the engine. With `SubprocessLauncher` a worker dies
+with the *thread* that started it (PR_SET_PDEATHSIG): start those from a long-lived thread.
 """
 from __future__ import annotations
 
@@ -29,6 +27,7 @@ from sandbox.contract import DEFAULT_ALLOWED_IMPORTS
 from sandbox.engine.channel import GONE, TIMEOUT, EngineChannel
 from sandbox.engine.embed_proxy import EmbedFn, end_session, serve_embed_request
 from sandbox.engine.forkserver import ForkServerLauncher
+from sandbox.engine.intake import intake_verdict
 from sandbox.engine.launch import Launcher, SubprocessLauncher, WorkerProcess, exit_text, last_words, spawn
 from sandbox.engine.launchers import default_launcher, set_default_launcher
 from sandbox.engine.layers import ENGINE_LAYERS, log_layer_warnings
@@ -120,7 +119,9 @@ class ProgramSession:
                 raise RuntimeError("ProgramSession.start() may be called once")
             self._started = True
             self._refuse_if_closed()   # closed before its start began: spawn nothing
-            self._intake()
+            refused = intake_verdict(self.source, self.limits)   # spec L0 (sandbox.engine.intake)
+            if refused is not None:
+                self._fail(refused)
             t0 = time.monotonic()
             ready = self._spawn()
             ready_s = time.monotonic() - t0
@@ -164,9 +165,8 @@ class ProgramSession:
         return result
 
     def close(self) -> None:
-        """Kill the worker's process group and remove its scratch dir. Idempotent. A close that
-        comes while start() runs on another thread (a prestarted worker dropped) is honoured by
-        start() itself: it kills what it spawned and raises, so no worker outlives its close."""
+        """Kill the worker's process group and remove its scratch dir. Idempotent. Closed while start()
+        runs on another thread (a dropped prestart), start() kills what it spawned and raises."""
         self._closed = True
         self._dead_reason = self._dead_reason or "session closed"
         if self._channel is not None:
@@ -182,17 +182,6 @@ class ProgramSession:
 
     # ----------------------------------------------------------------- internals
 
-    def _intake(self) -> None:
-        """Spec L0: cheap checks only. No parsing in the engine (a deep AST can exhaust it)."""
-        if not isinstance(self.source, str):
-            self._fail(Verdict(False, "static", "intake", "source not str", f"source is {type(self.source).__name__}"))
-        size = len(self.source.encode("utf-8", "surrogatepass"))
-        if size > self.limits.max_source_bytes:
-            self._fail(Verdict(False, "static", "intake", "source too large",
-                               f"source is {size} bytes; the limit is {self.limits.max_source_bytes}"))
-        if "\x00" in self.source:
-            self._fail(Verdict(False, "static", "intake", "NUL byte", "source contains a NUL byte"))
-
     def _spawn(self) -> dict[str, Any]:
         # A worker launched ahead, when the engine keeps spares (sandbox.engine.spares).
         self._worker = SPARES.take(self.launcher, self.limits) or spawn(self.launcher, self.limits)
@@ -200,9 +189,7 @@ class ProgramSession:
         self._finalizer = weakref.finalize(self, end_session, self._worker.end, self.embed)
         self._channel = EngineChannel(self._worker.frames_in, self._worker.frames_out, self._worker.output,
                                       self._keep_output)
-        # close() sets _closed before it looks at the finalizer, and this reads _closed after the
-        # finalizer is set: whichever order the two threads run in, one of them kills the worker.
-        self._refuse_if_closed()
+        self._refuse_if_closed()   # after the finalizer is set: close() or this kills the worker
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         self._channel.open(0)
         ready = self._next_frame(0, deadline, "import", waiting_for="worker start-up")
