@@ -39,6 +39,7 @@ from mstar.mutate import fix_at_run_time, propose_child
 from mstar.pool import Pool, PoolEntry
 from mstar.program.sources import load_program_source
 from mstar.reflect import ReflectionInput, build_reflection_messages
+from mstar.rotating_prefetch import RotatingPrefetch
 from mstar.run import events
 from mstar.run.store import RunStore
 from mstar.run.summary import RunSummary
@@ -93,6 +94,7 @@ class Evolution:
         self.train = [task.episodes[i] for i in self.split.train_episodes]
         self.static = [task.validation[i] for i in self.split.static]
         self.executor = executor or make_executor(cfg, task, self.split.train_episodes, router)
+        self.prefetch = RotatingPrefetch.for_run(cfg, task, self.split, router, self.executor)
 
     # ------------------------------------------------------------ helpers
     def _static_job(self, source: str) -> EvalJob:
@@ -251,6 +253,8 @@ class Evolution:
             pool_seen=[e.program_id for e in seen])
         child = None
         if outcome.status == "ok":
+            self.prefetch.ask_next(iteration, seen, parent, outcome.source, self.strategies.selection.select,
+                                   lambda: iteration_rng(ev.seed, iteration + 1))
             source, res = self._evaluate_child(outcome, parent, record, timing, seen)
             if source is not None:
                 child = PoolEntry(f"iter_{iteration:03d}", parent.program_id, iteration, source, res.mean_score,
@@ -341,6 +345,7 @@ class Evolution:
             stop, done = self._iterations(todo)
             return self.finish(t0, stop, done_before + done if stop else None)
         finally:
+            self.prefetch.close()
             self.executor.close()
             gc.unfreeze()   # a process that goes on (a notebook, the tests) collects it again
 

@@ -61,6 +61,10 @@ def add_evolve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rotating", choices=("fresh", "reuse"), default=EvolutionConfig.rotating,
                    help="fresh: evaluate the parent on a new rotating batch each iteration (paper); "
                         "reuse: show the reflector the parent's static-set cases (the official code)")
+    p.add_argument("--no-prefetch", dest="prefetch", action="store_false",
+                   help="with --rotating fresh, do not ask the next iteration's query formulations while the child "
+                        "is evaluated (by default they are, for the likely next parents: one latency less per "
+                        "iteration when the guess is right, a few short requests spent when it is not)")
     p.add_argument("--keep-sessions", type=int, default=EvolutionConfig.keep_sessions, metavar="N",
                    help="ingested knowledge bases kept alive for reuse (0 = re-ingest every time)")
     p.add_argument("--executor", choices=("local", "ray"), default=EvolutionConfig.executor,
@@ -124,6 +128,7 @@ def resolve_config(args) -> RunConfig:
                   embed_model=getattr(args, "embed_model", EvolutionConfig.embed_model),
                   embed_cache_dir=_embed_cache(getattr(args, "embed_cache", None)),
                   parallel=args.parallel, rotating=args.rotating, keep_sessions=args.keep_sessions,
+                  prefetch=getattr(args, "prefetch", True),
                   executor=args.executor, ray_address=args.ray_address)
     evo = replace(evo, **{field: getattr(args, field) for field in ALGORITHM_FIELDS if hasattr(args, field)})
     sandbox = replace(SandboxConfig(), llm_calls_per_op=getattr(args, "toolkit_budget", SandboxConfig.llm_calls_per_op))

@@ -214,8 +214,7 @@ def evaluate(
         consts = info.constants
         # Query formulation needs only the instructions and the schema: asked right away, with
         # the extractions, so it is back by the time the last episode is written.
-        q_msgs = [agent.build_query_messages(consts["INSTRUCTION_QUERY"], q.question, info.query_schema)
-                  for q in queries]
+        q_msgs = agent.formulation_messages(info, queries)
         # An extraction a write waits for goes first; one no write waits for (write() ignores its
         # item) goes last, after the formulations: only its record needs it.
         early = kept is None and write_ignores_item(source)

@@ -15,6 +15,7 @@ SPARE_WORKERS = 2
 
 
 class LocalExecutor:
+    in_process = True   # evaluations run here: their loaded programs are in this process's LOAD_INFO
     def __init__(self, task: Task, train_indices: list[int], router: LLMRouter, cfg: RunConfig) -> None:
         self.task, self.router, self.cfg = task, router, cfg
         self.train = [task.episodes[i] for i in train_indices]
