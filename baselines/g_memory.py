@@ -113,7 +113,8 @@ class KnowledgeBase:
         if not raw_text.strip():
             return
         task = (item.task or raw_text[:160]).strip()[:300]
-        neighbours = [(q, s) for q, s in self.nearest(self.query_index, task, LINK_K, self.queries) if s >= LINK_SIM]
+        nearest = self.nearest(self.query_index, task, LINK_K, self.queries)
+        neighbours = [(q, s) for q, s in nearest if s >= LINK_SIM]
         self.queries += 1
         qid = self.queries
         self.db.execute("INSERT INTO query_nodes VALUES (?, ?, ?, ?)",
@@ -148,7 +149,8 @@ class KnowledgeBase:
         else:
             how = self.merge_fallback(item.insight.strip(), qid)
         self.toolkit.logger.debug("q" + str(qid) + " '" + task[:60] + "' linked to "
-                                  + str(["q" + str(o) for o, _ in neighbours]) + "; insights " + how)
+                                  + str(["q" + str(o) for o, _ in neighbours]) + "; insights " + how
+                                  + "; nearest " + str([("q" + str(o), round(sim, 2)) for o, sim in nearest]))
 
     def parse_decision(self, reply, related):
         start, end = reply.find("{"), reply.rfind("}")
