@@ -42,7 +42,7 @@ from mstar.split import rotating_batch
 
 # The ledger's scope of these requests: the run's spend counts them, no iteration's does (a guess
 # for iteration n is made during n - 1 and may be for nothing), so what the guesses cost is one line.
-SCOPE = "prefetch"
+SCOPE = llm_scope.PREFETCH
 GAIN = 0.05            # "joins as the best": this far above the pool's best static score
 
 

@@ -142,3 +142,22 @@ def test_before_any_child_the_plan_prices_an_iteration_at_the_best_seed_not_the_
     assert proj.first.tokens == 2 * 10 + 10 + 1.5 * (1000 + 2000)
     assert proj.test.tokens == 2 * (4 * 10)
     assert "~" in proj.plan_line() and "4.5k tok per iteration" in proj.plan_line()
+
+
+def test_the_prefetchs_guesses_count_in_the_projection_though_no_event_carries_them():
+    # Two iterations of 10 calls each were recorded; the prefetch (mstar/rotating_prefetch.py) sent
+    # 6 more calls under its own scope, which the events do not carry: 3 more per iteration.
+    calls = [_record("answer", 10, "seed_a")] * 2
+    guessed = {"calls": 6, "prompt_tokens": 600, "completion_tokens": 0}
+    router = SimpleNamespace(ledger=SimpleNamespace(snapshot=lambda: calls),
+                             spent_in=lambda scope: guessed if scope == "prefetch" else {})
+    shape = Shape(iterations=4, n_seeds=1, train_episodes=2, static_size=2, rotating_size=1, rotating_fresh=True,
+                  test_episodes=3, test_queries=4, confirm_share=0.0, reflector_prompt_tokens=1000)
+    proj = Projection(router, shape)
+    proj.observe(ev_types.from_dict({"event": "seed", "program_id": "seed_a", "static_score": 0.5, "llm": {}}))
+    for it in (1, 2):
+        proj.observe(ev_types.from_dict(_iteration(it, calls=10, tokens=1000)))
+    test_calls = proj.test.calls
+    # spent 20 + 6 guessed; 2 iterations left at (10 + 3) each; then the test
+    assert proj.total().calls == 20 + 6 + 2 * 13 + test_calls
+    assert proj.total().tokens == 2000 + 600 + 2 * 1300 + proj.test.tokens

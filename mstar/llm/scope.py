@@ -13,6 +13,9 @@ from concurrent.futures import Executor, Future
 from typing import Any, Callable
 
 _scope: contextvars.ContextVar[str | None] = contextvars.ContextVar("mstar_llm_scope", default=None)
+# The next iteration's guessed query formulations (mstar/rotating_prefetch.py): in no lineage event,
+# so what reads spend from the events adds this scope from the ledger (mstar/run/projection.py).
+PREFETCH = "prefetch"
 
 
 def current() -> str | None:

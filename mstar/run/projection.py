@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mstar.llm import scope as llm_scope
+
 REFLECTOR_CALLS = 1.5                 # a reflection and, sometimes, a compile fix
 REFLECTOR_COMPLETION_TOKENS = 2000
 TESTED_PROGRAMS = 2                   # the champion and the best seed
@@ -188,8 +190,13 @@ class Projection:
                         sum(s.usd for s in self.iterations) / n)
         else:
             per = self.first or Spend()
+        # The prefetch's guesses are in no event (mstar/rotating_prefetch.py): the ledger has them.
+        spent_in = getattr(self.router, "spent_in", None)
+        guessed = Spend.of_llm(spent_in(llm_scope.PREFETCH)) if spent_in is not None else Spend()
+        if self.iterations:
+            per = per + guessed * (1 / len(self.iterations))
         left = max(0, self.shape.iterations - self.done)
-        before_end = self.spent + per * left
+        before_end = self.spent + guessed + per * left
         return before_end + before_end * self.shape.confirm_share + self.test
 
     def text(self) -> str:
