@@ -299,6 +299,25 @@ def test_the_ui_command(tmp_path):
         assert done.returncode == 2 and message in done.stderr
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_the_ui_stops_on_a_signal_also_when_started_with_ctrl_c_ignored(tmp_path, signum):
+    # A background job of a script starts with SIGINT ignored, and Python then leaves it ignored:
+    # `mstar ui` used to hang there on Ctrl-C (a CI run launched from such a script saw it).
+    make_ui_run(tmp_path / "syn")
+    proc = subprocess.Popen([sys.executable, "-m", "mstar.cli", "ui", "--runs-dir", str(tmp_path), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        url = proc.stdout.readline().split()[-1]
+        assert get_json(url + "api/runs")["runs"][0]["name"] == "syn"
+        proc.send_signal(signum)
+        assert proc.wait(timeout=10) == 0
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        proc.kill()
+
+
 def test_a_damaged_run_is_listed_with_its_problem(tmp_path):
     run = make_ui_run(tmp_path / "bad")
     lines = (run / "lineage.jsonl").read_text().splitlines()

@@ -3,7 +3,9 @@ live web app over the run folders (mstar/ui/). Binds loopback by default; on ano
 token is required (--token, else one is generated and printed with the address)."""
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 
 def register(sub) -> None:
@@ -38,14 +40,28 @@ def cmd_ui(args) -> int:
     except OSError as exc:
         print(f"mstar: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    print(f"mstar ui: {server.url}", flush=True)
-    print(f"          runs in {Path(args.runs_dir).resolve()} (read-only); Ctrl-C stops", flush=True)
-    if server.token and not args.token:
-        print("          a token was generated: it is part of the address above", flush=True)
-    try:
+    _stop_on_signals()
+    try:   # Ctrl-C from the first line printed on is a clean stop
+        print(f"mstar ui: {server.url}", flush=True)
+        print(f"          runs in {Path(args.runs_dir).resolve()} (read-only); Ctrl-C stops", flush=True)
+        if server.token and not args.token:
+            print("          a token was generated: it is part of the address above", flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.close()
     return 0
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM stop the server cleanly, also when the process was started with SIGINT
+    ignored (a background job of a script: Python then leaves Ctrl-C ignored), as `mstar evolve`'s
+    handlers do (mstar/commands/exits.py)."""
+    if threading.current_thread() is not threading.main_thread():
+        return   # called in-process from another thread: the caller owns the signals
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
