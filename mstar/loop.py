@@ -43,7 +43,7 @@ from mstar.rotating_prefetch import RotatingPrefetch
 from mstar.run import events
 from mstar.run.store import RunStore
 from mstar.run.summary import RunSummary
-from mstar.split import Split, make_split, rotating_batch
+from mstar.split import Split, make_split
 from mstar.split.embed import make_embedder
 from mstar.strategies import FailureMemory, Strategies
 from mstar.strategies.stopping import is_gain
@@ -220,7 +220,7 @@ class Evolution:
         else:
             # Drawn by the evolution's seed, from the split's pool: runs that differ only in --seed
             # share the static set and episodes (the split's seed) but not their batches.
-            batch = rotating_batch(self.split.rotating_pool or self.split.static, ev.rotating_size, iteration, ev.seed)
+            batch = self.split.batch(ev.rotating_size, iteration, ev.seed)
             rot = self._run(EvalJob(parent.source, "validation", tuple(batch)))
             timing = {"rotating_eval_s": round(rot.seconds, 3), "rotating_sandbox_s": round(rot.sandbox_seconds, 3),
                       "rotating_chain_calls": rot.chain_calls, "rotating_reused_kb": rot.reused_kb}

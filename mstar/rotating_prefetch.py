@@ -4,7 +4,7 @@ An iteration of the paper's loop (`--rotating fresh`) begins by scoring its pare
 rotating batch: for each question the task agent formulates a query, the program reads, the agent
 answers -- two or three requests one after another before the reflector can be asked. Two of the
 three inputs of the first request are known before the iteration begins: the batch depends only
-on the seed and the iteration number (mstar.split.rotating_batch), and a formulation prompt only on
+on the seed and the iteration number (Split.batch, mstar/split/make.py), and a formulation prompt only on
 the question and the parent's INSTRUCTION_QUERY and query schema. The parent is not known: it is
 drawn from the pool the current child may still join. So the draw is made ahead, with the next
 iteration's own generator (a new instance: the real draw is not disturbed), under the outcomes
@@ -38,7 +38,6 @@ from mstar.evaluation.sessions import LOAD_INFO
 from mstar.llm import scope as llm_scope
 from mstar.llm.slots import LAST
 from mstar.pool import PoolEntry
-from mstar.split import rotating_batch
 
 # The ledger's scope of these requests: the run's spend counts them, no iteration's does (a guess
 # for iteration n is made during n - 1 and may be for nothing), so what the guesses cost is one line.
@@ -74,7 +73,7 @@ class RotatingPrefetch:
         """A prefetcher when it can pay and cannot change the lineage, else one that does nothing."""
         ev = cfg.evolution
         cached = router.cache is not None and router.policy("task").cache == "reuse"
-        if not (getattr(ev, "prefetch", True) and ev.rotating == "fresh" and ev.parallel == 1 and cached
+        if not (ev.prefetch and ev.rotating == "fresh" and ev.parallel == 1 and cached
                 and getattr(executor, "in_process", False) and ev.rotating_size > 0 and ev.iterations >= 1):
             return NoPrefetch()
         return cls(router, task, split, cfg)
@@ -91,9 +90,7 @@ class RotatingPrefetch:
     def ask(self, iteration: int, sources: list[str]) -> int:
         """Ask iteration `iteration`'s rotating formulations for each program text in `sources`
         (those whose loaded constants are known); returns the number of distinct prompts asked."""
-        batch = rotating_batch(self.split.rotating_pool or self.split.static, self.ev.rotating_size,
-                               iteration, self.ev.seed)
-        queries = [self.task.validation[i] for i in batch]
+        queries = [self.task.validation[i] for i in self.split.batch(self.ev.rotating_size, iteration, self.ev.seed)]
         prompts: dict[str, list[dict]] = {}
         for source in sources:
             info = LOAD_INFO.get(source)

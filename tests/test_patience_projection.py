@@ -33,7 +33,7 @@ def test_the_projection_follows_the_seeds_then_the_iterations_and_the_stalled_co
     # One seed: 2 episodes written (100 tokens each), 2 questions (query 50 + answer 50 tokens each).
     seed_calls = [_record("extract_knowledge_item", 100)] * 2 + [_record("formulate_query", 50),
                                                                  _record("answer", 50)] * 2
-    router = SimpleNamespace(ledger=SimpleNamespace(snapshot=lambda: seed_calls))
+    router = SimpleNamespace(ledger=SimpleNamespace(snapshot=lambda: seed_calls), spent_in=lambda scope: {})
     shape = Shape(iterations=4, n_seeds=1, train_episodes=2, static_size=2, rotating_size=1, rotating_fresh=True,
                   test_episodes=3, test_queries=4, confirm_share=0.1, reflector_prompt_tokens=1000)
     out = io.StringIO()
@@ -113,7 +113,7 @@ def test_the_test_is_projected_at_the_costs_of_the_best_program_so_far_and_the_b
     child_calls = [_record("extract_knowledge_item", 100, "iter_001")] * 2 + \
         [_record("answer", 10, "iter_001")] * 3          # 2 static questions + 1 rotating
     calls = list(seed_calls)
-    router = SimpleNamespace(ledger=SimpleNamespace(snapshot=lambda: calls))
+    router = SimpleNamespace(ledger=SimpleNamespace(snapshot=lambda: calls), spent_in=lambda scope: {})
     shape = Shape(iterations=1, n_seeds=1, train_episodes=2, static_size=2, rotating_size=1, rotating_fresh=True,
                   test_episodes=3, test_queries=4, confirm_share=0.0, reflector_prompt_tokens=1000)
     proj = Projection(router, shape)
@@ -132,7 +132,7 @@ def test_before_any_child_the_plan_prices_an_iteration_at_the_best_seed_not_the_
     # The offline sample's case: the best seed is a cheap vector search, a weak seed costs 50x more
     # a question; the children descend from the best one (the plan said 13.7M tokens, the run spent 2.4M).
     calls = [_record("answer", 10, "seed_cheap")] * 2 + [_record("answer", 500, "seed_costly")] * 2
-    router = SimpleNamespace(ledger=SimpleNamespace(snapshot=lambda: calls))
+    router = SimpleNamespace(ledger=SimpleNamespace(snapshot=lambda: calls), spent_in=lambda scope: {})
     shape = Shape(iterations=10, n_seeds=2, train_episodes=2, static_size=2, rotating_size=1, rotating_fresh=True,
                   test_episodes=3, test_queries=4, confirm_share=0.0, reflector_prompt_tokens=1000)
     proj = Projection(router, shape)

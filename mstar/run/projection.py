@@ -191,8 +191,7 @@ class Projection:
         else:
             per = self.first or Spend()
         # The prefetch's guesses are in no event (mstar/rotating_prefetch.py): the ledger has them.
-        spent_in = getattr(self.router, "spent_in", None)
-        guessed = Spend.of_llm(spent_in(llm_scope.PREFETCH)) if spent_in is not None else Spend()
+        guessed = Spend.of_llm(self.router.spent_in(llm_scope.PREFETCH))
         if self.iterations:
             per = per + guessed * (1 / len(self.iterations))
         left = max(0, self.shape.iterations - self.done)

@@ -57,10 +57,14 @@ class Split:
     train_episode_ids: list[str] = field(default_factory=list)
 
     def rotating(self, iteration: int) -> list[int]:
-        """This iteration's rotating minibatch. An empty pool (tiny validation sets) falls back to
-        the static set, so the reflector still sees cases."""
-        pool = self.rotating_pool or self.static
-        return rotating_batch(pool, self.config.rotating_size, iteration, self.config.seed)
+        """This iteration's rotating minibatch, drawn by the split's own seed and size."""
+        return self.batch(self.config.rotating_size, iteration, self.config.seed)
+
+    def batch(self, size: int, iteration: int, seed: int) -> list[int]:
+        """`size` items of the rotating pool for `iteration`, drawn by `seed` (the loop passes the
+        evolution's). An empty pool (tiny validation sets) falls back to the static set, so the
+        reflector still sees cases."""
+        return rotating_batch(self.rotating_pool or self.static, size, iteration, seed)
 
     def to_dict(self) -> dict:
         return asdict(self)
