@@ -81,8 +81,8 @@ class EvolutionConfig:
     parallel: int = 1                  # iterations in flight at once (1 = the paper's loop, reproducible)
     rotating: str = "fresh"            # "fresh": the parent is evaluated on a new rotating batch (paper);
                                        # "reuse": its static-set cases are reused (the official code)
-    prefetch: bool = True              # with "fresh", the next batch's query formulations are asked while the
-                                       # child is evaluated (mstar/rotating_prefetch.py; needs the response cache)
+    prefetch: bool = True              # with "fresh", the next batch is evaluated ahead for the likely next
+                                       # parents (mstar/rotating_prefetch.py; needs the response cache)
     keep_sessions: int = 8             # ingested knowledge bases kept alive for the next evaluation
     outage_threshold: float = 0.2      # failed share of an evaluation's LLM calls that stops the run
     executor: str = "local"            # "local" or "ray"

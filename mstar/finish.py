@@ -53,11 +53,11 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
             # A run killed after its confirmation was recorded goes on from it (mstar/run/resume.py).
             prior = getattr(evo, "prior_confirmation", None)
             racing = prior is None and (rule == "confirmed" or ev.confirm_top > 1)
-            # The best seed is tested whatever the race decides, so its test starts now and fills
-            # the calls in flight the race leaves free (a race is a few short chains): at 2,000 ms
-            # the final phase of the 30-session workload went from 18.5 s to 16.3 s (at 300 ms,
-            # where the phase is CPU-bound, it stays at ~3.3 s; bench/bench_confirm.py).
-            seed_test_early = _start_test(early_pool, evo, seed) if racing and evo.task.test else None
+            # The best seed is tested whatever the race decides, so its test starts now, in the
+            # background: it fills the calls in flight the race leaves free (a race is a few short
+            # chains) and never delays them. At 2,000 ms the final phase of the 30-session workload
+            # went from 18.5 s to 16.3 s (bench/bench_confirm.py); see docs/confirmation.md.
+            seed_test_early = _start_test_in_background(early_pool, evo, seed) if racing and evo.task.test else None
             confirmation = champ.Confirmation.from_event(prior) if prior is not None else \
                 champ.confirm(evo, ev.confirm_top, ev.confirm_size, ev.split_seed,
                               ev.confirm_rounds, getattr(ev, "confirm_budget", None)) \
@@ -139,6 +139,12 @@ def _start_test(pool: ThreadPoolExecutor, evo, entry):
     with llm_scope.scoped("test"):
         return llm_scope.submit(pool, evo.executor.run,
                                 EvalJob(entry.source, "test", None, all_episodes=True, keep=False))
+
+
+def _start_test_in_background(pool: ThreadPoolExecutor, evo, entry):
+    """The same, its calls sent only in the slots other calls leave free (mstar/llm/scope.py)."""
+    with llm_scope.background():
+        return _start_test(pool, evo, entry)
 
 
 def _test_evaluations(evo, entries: list) -> dict:

@@ -105,14 +105,14 @@ class Evolution:
             self.store.append_jsonl("lineage.jsonl", events.to_dict(event))
         self.progress(event)
 
-    def _add(self, entry: PoolEntry, res: EvalResult) -> None:
-        self._write_entry(entry, res)
-        self._join(entry, res)
-
     def _write_entry(self, entry: PoolEntry, res: EvalResult) -> None:
         """The program's files (each synced to disk); no lock: every entry has files of its own."""
         self.store.write_program(entry.program_id, entry.source)
         self.store.write_cases(entry.program_id, "static", res.to_dict())
+
+    def _add(self, entry: PoolEntry, res: EvalResult) -> None:
+        self._write_entry(entry, res)
+        self._join(entry, res)
 
     def _join(self, entry: PoolEntry, res: EvalResult) -> None:
         with self._lock:
@@ -215,6 +215,10 @@ class Evolution:
             lineage = self.pool.lineage_lines(parent.program_id)
             tried = self.failures.notes(parent.program_id)
             reference = self.reference_id()
+        # Guesses at the next iteration's rotating evaluation; this one's guessed (mstar/rotating_prefetch.py).
+        next_rng = lambda: iteration_rng(ev.seed, iteration + 1)   # noqa: E731
+        self.prefetch.ahead(iteration, seen, parent, self.strategies.selection.select, next_rng)
+        waited = self.prefetch.settle(iteration, parent.source)
         if ev.rotating == "reuse" and (rot := self.static_result(parent.program_id)) is not None:
             batch, timing = [], {"rotating_eval_s": 0.0, "rotating_sandbox_s": 0.0, "rotating_chain_calls": 0}
         else:
@@ -223,7 +227,8 @@ class Evolution:
             batch = self.split.batch(ev.rotating_size, iteration, ev.seed)
             rot = self._run(EvalJob(parent.source, "validation", tuple(batch)))
             timing = {"rotating_eval_s": round(rot.seconds, 3), "rotating_sandbox_s": round(rot.sandbox_seconds, 3),
-                      "rotating_chain_calls": rot.chain_calls, "rotating_reused_kb": rot.reused_kb}
+                      "rotating_chain_calls": rot.chain_calls, "rotating_reused_kb": rot.reused_kb,
+                      "rotating_ahead": waited is not None, "rotating_wait_s": round(waited or 0.0, 3)}
         cases = [c.__dict__ for c in rot.cases if c.scored]
         picked = self.strategies.failures.sample(cases, ev.failures_per_iteration, rng)
         inp = ReflectionInput(
@@ -253,8 +258,7 @@ class Evolution:
             pool_seen=[e.program_id for e in seen])
         child = None
         if outcome.status == "ok":
-            self.prefetch.ask_next(iteration, seen, parent, outcome.source, self.strategies.selection.select,
-                                   lambda: iteration_rng(ev.seed, iteration + 1))
+            self.prefetch.ask_next(iteration, seen, parent, outcome.source, self.strategies.selection.select, next_rng)
             source, res = self._evaluate_child(outcome, parent, record, timing, seen)
             if source is not None:
                 child = PoolEntry(f"iter_{iteration:03d}", parent.program_id, iteration, source, res.mean_score,
@@ -308,9 +312,8 @@ class Evolution:
             fix = fix_at_run_time(source, error, router=self.router, sandbox=self.cfg.sandbox,
                                   limits=sandbox_limits(self.cfg.sandbox), attempts=ev.compile_fix_attempts,
                                   known_sources={e.source for e in seen}, mode=ev.mode, parent_source=parent.source)
-            entry = {"round": round_no, "error": error[:500], "status": fix.status, "title": fix.title,
-                     "attempts": fix.attempts}
-            record.runtime_fixes.append(entry)
+            record.runtime_fixes.append(entry := {"round": round_no, "error": error[:500], "status": fix.status,
+                                                  "title": fix.title, "attempts": fix.attempts})
             if fix.status != "ok":
                 continue
             source = outcome.source = fix.source
@@ -329,10 +332,9 @@ class Evolution:
         """The whole run. `todo`: the iterations still to do (a resumed run, mstar/run/resume.py,
         has rebuilt the pool and failure memory); default all of them."""
         t0 = time.perf_counter()
-        # What start-up built (imported modules, the task, the split) lives as long as the run.
-        # Frozen for the run, the collector no longer walks it: its full collections, which hold
-        # the GIL and so every call in flight, went from 0.12-0.16 s to 0.02-0.03 s (LoCoMo, 30
-        # sessions). Garbage frozen with it is collected once the run unfreezes it at its end.
+        # What start-up built (modules, the task, the split) lives as long as the run. Frozen, the
+        # collector no longer walks it: its full collections, which hold the GIL and so every call in
+        # flight, went from 0.12-0.16 s to 0.02-0.03 s (LoCoMo, 30 sessions); unfrozen at the end.
         gc.freeze()
         self.store.write_json("split.json", self.split.to_dict())
         todo = list(range(1, self.cfg.evolution.iterations + 1)) if todo is None else list(todo)
@@ -352,7 +354,7 @@ class Evolution:
     def _iterations(self, todo: list[int]) -> tuple[_Stop | None, int]:
         """Up to `parallel` iterations at once; a budget is checked before each one starts."""
         stop: _Stop | None = None
-        done = 0
+        done = 0   # iterations finished
         with ThreadPoolExecutor(max(1, self.cfg.evolution.parallel), thread_name_prefix="iteration") as pool:
             running: dict = {}
             queue = list(todo)

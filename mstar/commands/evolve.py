@@ -62,9 +62,9 @@ def add_evolve_args(p: argparse.ArgumentParser) -> None:
                    help="fresh: evaluate the parent on a new rotating batch each iteration (paper); "
                         "reuse: show the reflector the parent's static-set cases (the official code)")
     p.add_argument("--no-prefetch", dest="prefetch", action="store_false",
-                   help="with --rotating fresh, do not ask the next iteration's query formulations while the child "
-                        "is evaluated (by default they are, for the likely next parents: one latency less per "
-                        "iteration when the guess is right, a few short requests spent when it is not)")
+                   help="with --rotating fresh, do not evaluate the next iteration's rotating batch ahead (by "
+                        "default it is, for the likely next parents, while this iteration works: its replies are "
+                        "in the cache when the guess is right; 5 questions' requests are spent when it is not)")
     p.add_argument("--keep-sessions", type=int, default=EvolutionConfig.keep_sessions, metavar="N",
                    help="ingested knowledge bases kept alive for reuse (0 = re-ingest every time)")
     p.add_argument("--executor", choices=("local", "ray"), default=EvolutionConfig.executor,

@@ -171,13 +171,15 @@ def evaluate(
     outage_threshold: float = OUTAGE_THRESHOLD,
     progress: Callable[[str, int, int], None] | None = None,
     embed="current",
+    take_prestart: bool = True,
 ) -> EvalResult:
     """Score `source` on `queries` after writing `episodes`. With `sessions`, an ingested
     knowledge base of the same program over the same episodes is reused (reads only), and this
     one is kept for later evaluations. `progress("writes" | "cases", done, total)` is called as
     episodes are written and cases finish (the CLI's live display). `embed`: the engine-served
     embeddings of the program's chroma collections (mstar.split.embed.program_embeddings; None =
-    hashing in the worker; "current" = the process-wide choice, use_program_embeddings)."""
+    hashing in the worker; "current" = the process-wide choice, use_program_embeddings).
+    `take_prestart`: use a worker started ahead for `source` (mstar.evaluation.prestart)."""
     if isinstance(embed, str) and embed == "current":
         embed = current_program_embeddings()
     progress = progress or (lambda what, done, total: None)
@@ -198,7 +200,7 @@ def evaluate(
             toolkit = _Toolkit(calls)
             llm = llm_scope.bind_fallback(toolkit)
             # A worker started while the child's gates ran (mstar.evaluation.prestart), else a new one.
-            taken = PRESTARTS.take(source, session_options(sandbox, embed), llm)
+            taken = PRESTARTS.take(source, session_options(sandbox, embed), llm) if take_prestart else None
             session, starting = taken if taken is not None else (new_session(source, sandbox, embed, llm), None)
             program = _Program(session, toolkit, calls, read_changes_state(source))
             # Known from an earlier load (the gates, or an evaluation): the prompts are asked now

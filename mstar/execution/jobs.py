@@ -14,12 +14,15 @@ class EvalJob:
     """One evaluation: `source` scored on `queries` ("validation" or "test" with indices into
     that list; None = all) after writing the training episodes, or all episodes with
     `all_episodes` (the held-out test). `keep`: keep the ingested knowledge base for the next
-    evaluation of the same program."""
+    evaluation of the same program. `take_prestart`: use the worker started ahead for this
+    program's coming static evaluation (False: a guess made beside that evaluation,
+    mstar/rotating_prefetch.py, must not take it)."""
     source: str
     split: str = "validation"
     indices: tuple[int, ...] | None = None
     all_episodes: bool = False
     keep: bool = True
+    take_prestart: bool = True
 
 
 class Executor(Protocol):

@@ -57,4 +57,5 @@ def run_job(job: EvalJob, task: Task, train: list, router: LLMRouter, cfg: RunCo
     episodes = list(task.episodes) if job.all_episodes else train
     return evaluate(job.source, episodes, queries, metric=task.score, router=router, sandbox=cfg.sandbox,
                     workers=cfg.evolution.workers, sessions=sessions if job.keep else None,
-                    outage_threshold=cfg.evolution.outage_threshold, progress=progress)
+                    outage_threshold=cfg.evolution.outage_threshold, progress=progress,
+                    take_prestart=job.take_prestart)

@@ -31,7 +31,7 @@ from mstar.llm.replay import ReplayCounter
 from mstar.llm.roles import BACKENDS, CACHE_MODES, RolePolicy, backend_identity, cache_mode, make_backend  # noqa: F401
 from mstar.llm.single_flight import Flights
 from mstar.llm.retry import RetryPolicy, retry_delay
-from mstar.llm.slots import NORMAL, Slots
+from mstar.llm.slots import LAST, NORMAL, Slots
 from mstar.llm.types import (Backend, ChatResponse, LLMError, TransientLLMError, TruncatedCompletionError,
                              UsageRecord)
 
@@ -142,6 +142,8 @@ class LLMRouter:
         (mstar/llm/slots.py: FIRST, NORMAL, LAST)."""
         if role not in self._backends:
             raise LLMError(f"unknown LLM role {role!r}; roles are {', '.join(ROLES)}")
+        if llm_scope.in_background():
+            priority = LAST   # e.g. a guess at the next iteration's work never delays this iteration's
         backend = self._backends[role]
         kind = call_kind(role, messages)
         key = self._cache_key(backend, self._policies[role], messages)

@@ -13,13 +13,32 @@ from concurrent.futures import Executor, Future
 from typing import Any, Callable
 
 _scope: contextvars.ContextVar[str | None] = contextvars.ContextVar("mstar_llm_scope", default=None)
-# The next iteration's guessed query formulations (mstar/rotating_prefetch.py): in no lineage event,
+# The next iteration's rotating evaluations run ahead (mstar/rotating_prefetch.py): in no lineage event,
 # so what reads spend from the events adds this scope from the ledger (mstar/run/projection.py).
 PREFETCH = "prefetch"
+# Work that may use only the calls in flight the rest leaves free: the router sends its calls last
+# (mstar/llm/slots.py). The prefetch's guesses, the best seed's test while the race runs.
+_background: contextvars.ContextVar[bool] = contextvars.ContextVar("mstar_llm_background", default=False)
 
 
 def current() -> str | None:
     return _scope.get()
+
+
+def in_background() -> bool:
+    return _background.get()
+
+
+class background:
+    """`with background(): ...` -- calls made inside (and in work submitted through `submit`) wait
+    behind every other call for the endpoint's slots."""
+
+    def __enter__(self) -> "background":
+        self._token = _background.set(True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _background.reset(self._token)
 
 
 class scoped:

@@ -107,5 +107,5 @@ def progress(view: RunView, usage_path, now: float, last_event_at: float | None)
         "parallel": parallel,
         "note": NOTE,
         "spent_note": "the sum over the recorded steps (seeds, iterations, confirmation, test); the next "
-                      "iterations' guessed query formulations are in none (llm_usage.jsonl, scope prefetch)",
+                      "iterations' rotating evaluations run ahead are in none (llm_usage.jsonl, scope prefetch)",
     }
