@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter, RolePolicy
 from mstar.llm.slots import FIRST, LAST, NORMAL, Slots
 from mstar.llm.types import ChatResponse
@@ -135,3 +136,34 @@ def test_the_router_sends_waiting_calls_by_priority():
     for t in threads:
         t.join(10)
     assert gate.asked == ["first", "extract, for a write", "formulate 1", "formulate 2", "extract, for its record"]
+
+
+def test_calls_made_in_the_background_wait_behind_the_others():
+    """The prefetch's guesses and the best seed's early test (mstar/llm/scope.py: background):
+    asked first, sent last, also when their caller said NORMAL."""
+    gate = _Gate()
+    backends = {r: gate for r in ("task", "reflector", "toolkit", "judge")}
+    router = LLMRouter(backends, policies={"task": RolePolicy(concurrency=1)})
+    threads = []
+
+    def ask(text, background):
+        def run():
+            if background:
+                with llm_scope.background():
+                    router.call("task", [{"role": "user", "content": text}])
+            else:
+                router.call("task", [{"role": "user", "content": text}])
+        t = threading.Thread(target=run)
+        t.start()
+        threads.append(t)
+    ask("first", False)
+    _wait_until(lambda: gate.asked == ["first"])
+    for i, (text, background) in enumerate([("seed test", True), ("race 1", False), ("guess", True),
+                                            ("race 2", False)]):
+        ask(text, background)
+        _wait_until(lambda: router._slots["task"].waiting() == i + 1)
+    gate.open.set()
+    for t in threads:
+        t.join(10)
+    assert gate.asked == ["first", "race 1", "race 2", "seed test", "guess"]
+    assert not llm_scope.in_background()      # the flag stays with the work it was set for
