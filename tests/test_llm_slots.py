@@ -115,55 +115,45 @@ class _Gate:
         return ChatResponse(text="ok", model="gate", backend="test")
 
 
-def test_the_router_sends_waiting_calls_by_priority():
+def _sent_in_order(asks) -> list[str]:
+    """A router whose task role has one slot: a first call holds it, then each (text, send) of
+    `asks` is asked in turn (send(router, messages) makes the call) once the one before waits;
+    the order in which the endpoint was asked once the slot frees."""
     gate = _Gate()
-    backends = {r: gate for r in ("task", "reflector", "toolkit", "judge")}
-    router = LLMRouter(backends, policies={"task": RolePolicy(concurrency=1)})
+    router = LLMRouter({r: gate for r in ("task", "reflector", "toolkit", "judge")},
+                       policies={"task": RolePolicy(concurrency=1)})
     threads = []
-
-    def ask(text, priority):
-        t = threading.Thread(target=router.call, args=("task", [{"role": "user", "content": text}]),
-                             kwargs={"priority": priority})
+    for i, (text, send) in enumerate([("first", lambda r, m: r.call("task", m)), *asks]):
+        t = threading.Thread(target=send, args=(router, [{"role": "user", "content": text}]))
         t.start()
         threads.append(t)
-    ask("first", NORMAL)
-    _wait_until(lambda: gate.asked == ["first"])           # holds the role's only slot
-    for i, (text, priority) in enumerate([("extract, for its record", LAST), ("formulate 1", NORMAL),
-                                          ("formulate 2", NORMAL), ("extract, for a write", FIRST)]):
-        ask(text, priority)
-        _wait_until(lambda: router._slots["task"].waiting() == i + 1)
+        if i == 0:
+            _wait_until(lambda: gate.asked == ["first"])           # holds the role's only slot
+        else:
+            _wait_until(lambda: router._slots["task"].waiting() == i)
     gate.open.set()
     for t in threads:
         t.join(10)
-    assert gate.asked == ["first", "extract, for a write", "formulate 1", "formulate 2", "extract, for its record"]
+    return gate.asked
+
+
+def test_the_router_sends_waiting_calls_by_priority():
+    at = lambda priority: lambda r, m: r.call("task", m, priority=priority)   # noqa: E731
+    asked = _sent_in_order([("extract, for its record", at(LAST)), ("formulate 1", at(NORMAL)),
+                            ("formulate 2", at(NORMAL)), ("extract, for a write", at(FIRST))])
+    assert asked == ["first", "extract, for a write", "formulate 1", "formulate 2", "extract, for its record"]
+
+
+def _in_background(router, messages):
+    with llm_scope.background():
+        router.call("task", messages)
 
 
 def test_calls_made_in_the_background_wait_behind_the_others():
     """The prefetch's guesses and the best seed's early test (mstar/llm/scope.py: background):
     asked first, sent last, also when their caller said NORMAL."""
-    gate = _Gate()
-    backends = {r: gate for r in ("task", "reflector", "toolkit", "judge")}
-    router = LLMRouter(backends, policies={"task": RolePolicy(concurrency=1)})
-    threads = []
-
-    def ask(text, background):
-        def run():
-            if background:
-                with llm_scope.background():
-                    router.call("task", [{"role": "user", "content": text}])
-            else:
-                router.call("task", [{"role": "user", "content": text}])
-        t = threading.Thread(target=run)
-        t.start()
-        threads.append(t)
-    ask("first", False)
-    _wait_until(lambda: gate.asked == ["first"])
-    for i, (text, background) in enumerate([("seed test", True), ("race 1", False), ("guess", True),
-                                            ("race 2", False)]):
-        ask(text, background)
-        _wait_until(lambda: router._slots["task"].waiting() == i + 1)
-    gate.open.set()
-    for t in threads:
-        t.join(10)
-    assert gate.asked == ["first", "race 1", "race 2", "seed test", "guess"]
+    normal = lambda r, m: r.call("task", m)   # noqa: E731
+    asked = _sent_in_order([("seed test", _in_background), ("race 1", normal), ("guess", _in_background),
+                            ("race 2", normal)])
+    assert asked == ["first", "race 1", "race 2", "seed test", "guess"]
     assert not llm_scope.in_background()      # the flag stays with the work it was set for
