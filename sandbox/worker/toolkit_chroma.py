@@ -12,6 +12,9 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
+from chromadb.errors import InternalError
+
+from sandbox.worker.chroma_exact import exact_query, is_filtered
 from sandbox.worker.toolkit import plain_in, plain_out
 
 # chromadb keeps up to `hnsw:sync_threshold` (default 1000) added records outside its index, and
@@ -122,7 +125,15 @@ def make_chroma(client: Any, embedding_function: Any) -> Any:
                                    n_results=n_results, where=where, where_document=where_document,
                                    include=include)
                 a = embedded(a, "query_texts", "query_embeddings")
-                return plain_out(call(lambda: raw.query(**a)))
+
+                def run() -> Any:
+                    try:
+                        return raw.query(**a)
+                    except InternalError:
+                        if not is_filtered(a):
+                            raise
+                        return exact_query(raw, ef, a)   # chromadb's filtered search failed (chroma_exact.py)
+                return plain_out(call(run))
 
             def get(self, ids=None, where=None, limit=None, offset=None, where_document=None,
                     include=None) -> dict:
