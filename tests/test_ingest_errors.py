@@ -83,3 +83,16 @@ def test_the_console_shows_episodes_not_ingested():
     printer = ProgressPrinter(total=3, out=out)
     printer(events.SeedEvent(program_id="seed_x", static_score=0.5, case_errors=1, ingest_errors=2))
     assert "[1 case error] [2 episodes not ingested]" in out.getvalue()
+
+
+def test_one_call_that_failed_its_retries_in_a_small_evaluation_is_no_outage():
+    """A race buys one or two items of a racer: 4 calls, and one that failed its retries was 25%
+    of them -- an outage that stopped a run whose endpoint worked. It is that case's error."""
+    task = load_task("sample")
+    question = task.validation[0].question
+    answer = lambda role, prompt: role == "task" and question in prompt and "<task>answer" in prompt   # noqa: E731
+    res = _run(SEED_A, Failing(answer), 1, 1)
+    assert res.case_errors == 1 and res.error is None
+    # Three failed calls past the share still stop the run.
+    with pytest.raises(EndpointOutage, match=r"3 of 4 LLM calls of this evaluation failed"):
+        _run(SEED_A, Failing(lambda role, prompt: role == "task" and "<task>extract" not in prompt), 1, 3)

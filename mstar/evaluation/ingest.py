@@ -20,7 +20,7 @@ import time
 from typing import Callable
 
 from mstar import agent
-from mstar.evaluation.records import EndpointOutage, WriteRecord
+from mstar.evaluation.records import OUTAGE_MIN_FAILED, EndpointOutage, WriteRecord
 from sandbox.engine.session import SandboxError
 
 MAX_RAW_IN_RECORD = 1500  # write examples keep a prefix of the raw text, not all of it
@@ -90,6 +90,6 @@ def check_ingestion(writes, threshold: float) -> None:
     and the evaluation says nothing about the program (EndpointOutage); below it they are counted
     beside the score (EvalResult.ingest_errors)."""
     failed = [w for w in writes if w.ingest_error]
-    if writes and len(failed) / len(writes) > threshold:
+    if len(failed) >= OUTAGE_MIN_FAILED and len(failed) / len(writes) > threshold:
         raise EndpointOutage(f"{len(failed)} of {len(writes)} episodes could not be ingested because an LLM call "
                              f"failed after its retries; last error: {failed[-1].ingest_error}")

@@ -21,7 +21,7 @@ answers at any concurrency.
 LLM failures are not scores: a case whose agent or judge call failed after its retries is an
 error, left out of the mean and counted; an episode whose extraction (or a toolkit call in its
 write) failed is an error of that episode, not written with made-up defaults, and counted
-(mstar.evaluation.ingest); when the failed share of the calls or of the episodes passes
+(mstar.evaluation.ingest); when 3 or more failed and their share of the calls or episodes passes
 `outage_threshold` the evaluation raises EndpointOutage (the loop stops the run, resumably),
 and an error no retry can fix (FatalLLMError: bad key, unknown model) propagates at once.
 """
@@ -38,7 +38,8 @@ from mstar.config import SandboxConfig
 from mstar.evaluation.ingest import check_ingestion, ingest
 from mstar.evaluation.item_use import write_ignores_item
 from mstar.evaluation.read_state import read_changes_state
-from mstar.evaluation.records import CaseResult, EndpointOutage, EvalResult, failed_result, summarise
+from mstar.evaluation.records import (OUTAGE_MIN_FAILED, CaseResult, EndpointOutage, EvalResult, failed_result,
+                                     summarise)
 from mstar.evaluation.playing import play_query
 from mstar.evaluation.pools import Bounded, close_later, shared_pool
 from mstar.evaluation.prestart import PRESTARTS
@@ -276,7 +277,7 @@ def evaluate(
     # A knowledge base that misses an episode (its ingestion failed) is not kept for reuse.
     keep = program.fatal is None and kept is None and not any(w.ingest_error for w in writes)
     _done_with(program.session, kept, sessions, key, info, writes, keep=keep, toolkit=program.toolkit)
-    if calls.total and calls.failed / calls.total > outage_threshold:
+    if calls.failed >= OUTAGE_MIN_FAILED and calls.failed / calls.total > outage_threshold:
         raise EndpointOutage(f"{calls.failed} of {calls.total} LLM calls of this evaluation failed after "
                              f"their retries; last error: {calls.last}")
     if program.fatal is None:   # where each wrong answer was lost (no LLM call); a crash lost them all
