@@ -105,14 +105,14 @@ class Evolution:
             self.store.append_jsonl("lineage.jsonl", events.to_dict(event))
         self.progress(event)
 
+    def _add(self, entry: PoolEntry, res: EvalResult) -> None:
+        self._write_entry(entry, res)
+        self._join(entry, res)
+
     def _write_entry(self, entry: PoolEntry, res: EvalResult) -> None:
         """The program's files (each synced to disk); no lock: every entry has files of its own."""
         self.store.write_program(entry.program_id, entry.source)
         self.store.write_cases(entry.program_id, "static", res.to_dict())
-
-    def _add(self, entry: PoolEntry, res: EvalResult) -> None:
-        self._write_entry(entry, res)
-        self._join(entry, res)
 
     def _join(self, entry: PoolEntry, res: EvalResult) -> None:
         with self._lock:

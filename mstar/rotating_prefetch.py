@@ -156,15 +156,15 @@ class RotatingPrefetch:
         with self._lock:
             if (iteration, source) in self._ahead:
                 return 0
-            if read_changes_state(source):
+            # A read that changes its knowledge base would leave the next evaluation another one.
+            formulations_only = read_changes_state(source)
+            if formulations_only:
                 self._ahead[(iteration, source)] = None
-                evaluate = False
             else:
                 job = EvalJob(source, "validation", tuple(self._batch(iteration)), take_prestart=take_prestart)
                 with llm_scope.scoped(SCOPE), llm_scope.background():
                     self._ahead[(iteration, source)] = llm_scope.submit(self._evals, self._evaluate, job)
-                evaluate = True
-        return 1 if evaluate else int(self.ask(iteration, [source]) > 0)
+        return int(self.ask(iteration, [source]) > 0) if formulations_only else 1
 
     def _evaluate(self, job: EvalJob) -> None:
         try:
