@@ -82,7 +82,8 @@ class RotatingPrefetch:
         self.router, self.task, self.split, self.ev, self.executor = router, task, split, cfg.evolution, executor
         self._calls = ThreadPoolExecutor(max(1, self.ev.rotating_size), thread_name_prefix="prefetch")
         self._evals = ThreadPoolExecutor(OUTCOMES + 1, thread_name_prefix="prefetch-eval")
-        self._ahead: dict[tuple[int, str], Future | None] = {}   # (iteration, program text) -> its evaluation
+        # (iteration, program text) -> its evaluation and the handle that promotes it (None: formulations only)
+        self._ahead: dict[tuple[int, str], tuple[Future, llm_scope.Background] | None] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -125,11 +126,13 @@ class RotatingPrefetch:
             for key in [k for k in self._ahead if k[0] <= iteration]:
                 other = self._ahead.pop(key)
                 if other is not None:
-                    other.cancel()    # a wrong guess not yet started; one running finishes on its own
+                    other[0].cancel()    # a wrong guess not yet started; one running finishes on its own
         if mine is None:
             return None
+        future, work = mine
+        work.promote()   # the iteration waits on it now: its calls left go as the iteration's own
         t0 = time.perf_counter()
-        wait_for([mine])
+        wait_for([future])
         return time.perf_counter() - t0
 
     def ask(self, iteration: int, sources: list[str]) -> int:
@@ -162,8 +165,9 @@ class RotatingPrefetch:
                 self._ahead[(iteration, source)] = None
             else:
                 job = EvalJob(source, "validation", tuple(self._batch(iteration)), take_prestart=take_prestart)
-                with llm_scope.scoped(SCOPE), llm_scope.background():
-                    self._ahead[(iteration, source)] = llm_scope.submit(self._evals, self._evaluate, job)
+                work = llm_scope.Background()
+                with llm_scope.scoped(SCOPE), llm_scope.background(work):
+                    self._ahead[(iteration, source)] = (llm_scope.submit(self._evals, self._evaluate, job), work)
         return int(self.ask(iteration, [source]) > 0) if formulations_only else 1
 
     def _evaluate(self, job: EvalJob) -> None:

@@ -14,6 +14,7 @@ the task role from a thread pool.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -29,11 +30,11 @@ from mstar.llm.budget import Budget
 from mstar.llm.limiter import DEFAULT_PATIENCE_S, limiters_for_roles, token_estimate
 from mstar.llm.replay import ReplayCounter
 from mstar.llm.roles import BACKENDS, CACHE_MODES, RolePolicy, backend_identity, cache_mode, make_backend  # noqa: F401
-from mstar.llm.single_flight import Flights
+from mstar.llm.single_flight import Flights, TakenOver
 from mstar.llm.retry import RetryPolicy, retry_delay
-from mstar.llm.slots import LAST, NORMAL, Slots
-from mstar.llm.types import (Backend, ChatResponse, LLMError, TransientLLMError, TruncatedCompletionError,
-                             UsageRecord)
+from mstar.llm.slots import IDLE, NORMAL, Slots
+from mstar.llm.types import (Backend, CallCancelled, ChatResponse, LLMError, TransientLLMError,
+                             TruncatedCompletionError, UsageRecord)
 
 class LLMRouter:
     def __init__(self, backends: dict[str, Backend], on_usage: Callable[[UsageRecord], None] | None = None, *,
@@ -53,6 +54,7 @@ class LLMRouter:
         # never has more than max_in_flight requests out at once.
         self.max_in_flight = max_in_flight
         self._cap = Slots(max_in_flight)
+        self._background, self._idle = Slots(max(1, max_in_flight // 2)), Slots(max(1, max_in_flight // 4))
         self._flights = Flights()
         self.limiters, self._limiter_of = limiters_for_roles(backends, pacing or {}, rate_limit_patience_s)
         self.cache = cache
@@ -142,8 +144,11 @@ class LLMRouter:
         (mstar/llm/slots.py: FIRST, NORMAL, LAST)."""
         if role not in self._backends:
             raise LLMError(f"unknown LLM role {role!r}; roles are {', '.join(ROLES)}")
-        if llm_scope.in_background():
-            priority = LAST   # e.g. a guess at the next iteration's work never delays this iteration's
+        if llm_scope.cancelled():
+            raise CallCancelled(f"role {role!r}: not sent, its work was cancelled")
+        behind = llm_scope.background_priority()
+        if behind is not None:   # e.g. a guess at the next iteration's work never delays this iteration's
+            priority = behind
         backend = self._backends[role]
         kind = call_kind(role, messages)
         key = self._cache_key(backend, self._policies[role], messages)
@@ -155,16 +160,22 @@ class LLMRouter:
             if hit is not None:
                 return self._hit(role, hit, kind, t0)
             # Single flight: an identical request already out is waited for, not sent again.
-            leader, flight = self._flights.lead(key)
-            if leader:
+            # A call more urgent than a leader still waiting for its slots sends it instead.
+            leader, flight = self._flights.lead(key, (behind is not None, priority))
+            if not leader:
+                resp = flight.wait()
+            else:
                 try:
-                    resp = self._request(role, backend, messages, kind, key, t0, allow_truncated, priority)
+                    resp = self._request(role, backend, messages, kind, key, t0, allow_truncated, priority, flight)
+                except TakenOver:      # a call the run waits on sent it meanwhile (single_flight.py)
+                    resp = flight.taken_by.wait()
+                    self._flights.land(key, flight, resp)
                 except BaseException:
                     self._flights.land(key, flight, None)
                     raise
-                self._flights.land(key, flight, resp)
-                return resp
-            resp = flight.wait()
+                else:
+                    self._flights.land(key, flight, resp)
+                    return resp
             if resp is not None:
                 shared = dataclasses.replace(resp, cache_hit=True, hints=None)
                 if shared.finish_reason != "length" or allow_truncated:
@@ -177,7 +188,7 @@ class LLMRouter:
         return resp
 
     def _request(self, role: str, backend: Backend, messages: list[dict], kind: str, key: str | None, t0: float,
-                 allow_truncated: bool, priority: int) -> ChatResponse:
+                 allow_truncated: bool, priority: int, flight=None) -> ChatResponse:
         """Send the request (retries, limiter, slots) and record it; stores a good reply in the cache."""
         pol, limiter = self._policies[role], self._limiter_of.get(role)
         errors: list[str] = []
@@ -191,7 +202,9 @@ class LLMRouter:
                 self._sleep(alone)
                 held += alone
                 alone = 0.0
-            with self._slots[role].held(priority):
+            with self._behind_others(), self._slots[role].held(priority):
+                if llm_scope.cancelled():   # cancelled while it waited for a slot
+                    raise CallCancelled(f"role {role!r}: not sent, its work was cancelled")
                 if limiter is not None:
                     t_ask = time.monotonic()
                     try:
@@ -202,6 +215,10 @@ class LLMRouter:
                         raise
                     held += sent_at - t_ask
                 with self._cap.held(priority), self._flying(role):
+                    if flight is not None and not self._flights.sending(flight):
+                        if limiter is not None:
+                            limiter.released()
+                        raise TakenOver()       # a call the run waits on sent it meanwhile
                     try:
                         resp = backend.complete(messages)
                     except TransientLLMError as exc:
@@ -257,6 +274,20 @@ class LLMRouter:
         return resp
 
     # ------------------------------------------------------------ in flight
+    def _behind_others(self):
+        """Background work holds at most half the cap: the calls the run waits on, which come in
+        bursts (25 formulations at once), find slots free instead of waiting a whole reply for them.
+        IDLE work (a test started early) at most a quarter: the prefetch's guesses, which the next
+        iteration waits on, keep the rest (with 32 for both, an iteration waited 5.7 s for its guess)."""
+        priority = llm_scope.background_priority()
+        if priority is None:
+            return contextlib.nullcontext()
+        stack = contextlib.ExitStack()
+        if priority == IDLE:
+            stack.enter_context(self._idle.held(priority))
+        stack.enter_context(self._background.held(priority))
+        return stack
+
     def _flying(self, role: str):
         router = self
 
@@ -274,6 +305,7 @@ class LLMRouter:
         """A smaller cap for this router, before its first call (the Ray executor gives the rest of
         the run's cap to the cluster's gate: mstar/execution/ray_gate.py)."""
         self.max_in_flight, self._cap = n, Slots(n)
+        self._background, self._idle = Slots(max(1, n // 2)), Slots(max(1, n // 4))
 
     def throttling(self) -> list[dict]:
         """Each endpoint limiter's state (mstar/llm/limiter.py): 429s, seconds held, pace."""

@@ -12,13 +12,34 @@ import contextvars
 from concurrent.futures import Executor, Future
 from typing import Any, Callable
 
+from mstar.llm.slots import LAST
+
 _scope: contextvars.ContextVar[str | None] = contextvars.ContextVar("mstar_llm_scope", default=None)
 # The next iteration's rotating evaluations run ahead (mstar/rotating_prefetch.py): in no lineage event,
 # so what reads spend from the events adds this scope from the ledger (mstar/run/projection.py).
 PREFETCH = "prefetch"
-# Work that may use only the calls in flight the rest leaves free: the router sends its calls last
-# (mstar/llm/slots.py). The prefetch's guesses, the best seed's test while the race runs.
-_background: contextvars.ContextVar[bool] = contextvars.ContextVar("mstar_llm_background", default=False)
+# Work that may use only the calls in flight the rest leaves free: the router sends its calls after
+# the others (mstar/llm/slots.py), and never more than half the run's cap at once, so that the calls
+# the run waits on find slots free. The prefetch's guesses, tests started before the run's end.
+_background: contextvars.ContextVar["Background | None"] = contextvars.ContextVar("mstar_llm_background",
+                                                                                  default=None)
+
+
+class Background:
+    """One piece of background work, as its owner steers it: `promote()` once the run waits on it
+    (its calls not yet sent go as any other), `cancel()` once it is needed no more (its calls not
+    yet sent fail at once with CallCancelled: the work ends in a moment instead of spending on)."""
+
+    def __init__(self, priority: int = LAST) -> None:   # IDLE: work the run needs only at its end
+        self.priority = priority
+        self.promoted = False
+        self.cancelled = False
+
+    def promote(self) -> None:
+        self.promoted = True
+
+    def cancel(self) -> None:
+        self.cancelled = True
 
 
 def current() -> str | None:
@@ -26,15 +47,30 @@ def current() -> str | None:
 
 
 def in_background() -> bool:
-    return _background.get()
+    work = _background.get()
+    return work is not None and not work.promoted
+
+
+def background_priority() -> int | None:
+    """The priority of this context's calls when they are background work, else None."""
+    work = _background.get()
+    return work.priority if work is not None and not work.promoted else None
+
+
+def cancelled() -> bool:
+    work = _background.get()
+    return work is not None and work.cancelled
 
 
 class background:
     """`with background(): ...` -- calls made inside (and in work submitted through `submit`) wait
-    behind every other call for the endpoint's slots."""
+    behind every other call for the endpoint's slots. `work`: the handle its owner keeps."""
+
+    def __init__(self, work: Background | None = None) -> None:
+        self.work = work or Background()
 
     def __enter__(self) -> "background":
-        self._token = _background.set(True)
+        self._token = _background.set(self.work)
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -9,8 +9,9 @@ first seeds' formulations, a whole round of latency later (measured: its last ex
 back after 1.0 s instead of 0.6 s, at 300 ms a call). Here a waiting call goes by its priority:
 FIRST (an extraction a write waits for) before NORMAL (formulations, answers, judges, the
 toolkit's calls) before LAST (an extraction no write waits for -- the program's write() ignores
-its item -- which only its record needs, by the end of the evaluation); within a priority, calls
-go in the order they asked.
+its item -- which only its record needs, by the end of the evaluation) before IDLE (work the run
+needs only at its end: a test evaluation started early, mstar/held_out.py); within a priority,
+calls go in the order they asked.
 
 A freed slot is handed to the chosen waiter directly: a thread arriving meanwhile cannot take it
 (plain semaphores let it barge), so the order above holds under load.
@@ -22,7 +23,8 @@ import itertools
 import threading
 
 
-FIRST, NORMAL, LAST = 0, 1, 2   # a call's priority (lower goes first)
+FIRST, NORMAL, LAST, IDLE = 0, 1, 2, 3   # a call's priority (lower goes first)
+PRIORITIES = (FIRST, NORMAL, LAST, IDLE)
 
 
 class Slots:
@@ -38,7 +40,7 @@ class Slots:
         self._arrivals = itertools.count()
 
     def acquire(self, priority: int = NORMAL) -> None:
-        if priority not in (FIRST, NORMAL, LAST):
+        if priority not in PRIORITIES:
             raise ValueError(f"unknown call priority {priority!r}")
         with self._lock:
             if self._free > 0 and not self._waiting:

@@ -40,6 +40,10 @@ class TruncatedCompletionError(LLMError):
     """The completion was cut off at the token limit (finish_reason=length)."""
 
 
+class CallCancelled(LLMError):
+    """Not sent: the background work the call belonged to is needed no more (llm.scope.Background)."""
+
+
 @dataclass
 class ChatResponse:
     text: str
