@@ -4,11 +4,12 @@
    buying validation items only while the race is open and within its budget share; the
    champion is the leader (`--pick confirmed`) or the best static score (`--pick static`, the
    paper's rule). Both choices are recorded.
-2. Test: the champion and the best seed are scored on the same held-out questions at once, every
+2. Test: the champion and the best seed are scored on the same held-out questions, every
    episode of the task written (test questions need not be covered by the episodes chosen for
    validation); with `test_both` (`--test-both`) also the other rule's choice when it differs --
-   a third test evaluation, which a run needs only to compare the rules. The best seed's test
-   starts with the confirmation: it is needed whatever the race decides. The summary gives the
+   a third test evaluation, which a run needs only to compare the rules. Tests start before the
+   end where they can (mstar/held_out.py): the best seed's once the seeds are scored, the best
+   static score's with the race (cancelled if the race confirms another). The summary gives the
    champion's gain over the best seed with a paired interval, and each rule's choice (with its
    test score when it was tested).
 3. summary.json, best_program.py, and the last lineage event: a TestEvent when the run finished,
@@ -19,12 +20,9 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from mstar import champion as champ
-from mstar.execution import EvalJob
-from mstar.llm import scope as llm_scope
 from mstar.run import events
 from mstar.run.summary import RunSummary, write_summary
 
@@ -42,22 +40,22 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
     early = stop.reason if stop is not None and stop.kind == "patience" else None
     stop = None if early else stop
     entries = list(evo.pool.entries)
-    if not any(e.parent_id is None for e in entries):  # stopped before a seed was scored
+    seed = evo.pool.best_seed()
+    if seed is None:  # stopped before a seed was scored
         return _stopped_before_seeds(evo, t_start, stop, iterations)
-    seed = max((e for e in entries if e.parent_id is None), key=lambda e: (e.static_score, -entries.index(e)))
     rule = ev.pick if ev.pick in champ.RULES else "confirmed"
     confirmation, tests, t_test = None, {}, time.perf_counter()
     if stop is None:
-        early_pool = ThreadPoolExecutor(1, thread_name_prefix="seed-test")
+        held = evo.held_out
         try:
             # A run killed after its confirmation was recorded goes on from it (mstar/run/resume.py).
             prior = getattr(evo, "prior_confirmation", None)
             racing = prior is None and (rule == "confirmed" or ev.confirm_top > 1)
-            # The best seed is tested whatever the race decides, so its test starts now, in the
-            # background: it fills the calls in flight the race leaves free (a race is a few short
-            # chains) and never delays them. At 2,000 ms the final phase of the 30-session workload
-            # went from 18.5 s to 16.3 s (bench/bench_confirm.py); see docs/confirmation.md.
-            seed_test_early = _start_test_in_background(early_pool, evo, seed) if racing and evo.task.test else None
+            if racing and evo.task.test:
+                # Needed whatever the race decides, or most likely: started now (if not during the
+                # iterations), in the background, they fill the calls in flight the race leaves free
+                # (a race is a few short chains). mstar/held_out.py; figures in docs/confirmation.md.
+                held.beside_the_race([seed, champ.candidates(entries, 1)[0]])
             confirmation = champ.Confirmation.from_event(prior) if prior is not None else \
                 champ.confirm(evo, ev.confirm_top, ev.confirm_size, ev.split_seed,
                               ev.confirm_rounds, getattr(ev, "confirm_budget", None)) \
@@ -73,16 +71,14 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
             t_test = time.perf_counter()   # the test's own timing starts here
             if evo.task.test:
                 wanted = _wanted(evo, confirmation, seed, rule, getattr(ev, "test_both", False))
-                if seed_test_early is not None:
-                    wanted = [e for e in wanted if e.program_id != seed.program_id]
-                tests = _test_evaluations(evo, wanted)
-                if seed_test_early is not None:
-                    tests[seed.program_id] = seed_test_early.result()
+                for pid in set(held.started()) - {e.program_id for e in wanted}:
+                    held.cancel(pid)          # the race confirmed another program
+                tests = held.results(wanted)
         except endpoint_errors as exc:
             stop = Stop(f"the LLM endpoint failed while the champion was chosen and tested: {exc}", "endpoint")
             tests = {}
         finally:
-            early_pool.shutdown(wait=True)   # an early test the run no longer needs still ends here
+            held.close()   # a test the run no longer needs ends here, its unsent calls cancelled
     best_id = confirmation.champion(rule) if confirmation else champ.candidates(entries, 1)[0].program_id
     best = evo.pool.get(best_id)
     for pid, res in tests.items():
@@ -132,24 +128,3 @@ def _wanted(evo, confirmation, seed, rule: str, both: bool) -> list:
         ids = [confirmation.champion(rule)] + ([confirmation.champion(r) for r in champ.RULES] if both else [])
     ids.append(seed.program_id)
     return [evo.pool.get(pid) for pid in dict.fromkeys(i for i in ids if i)]
-
-
-def _start_test(pool: ThreadPoolExecutor, evo, entry):
-    """One program's test evaluation, started in `pool` (a future of its EvalResult)."""
-    with llm_scope.scoped("test"):
-        return llm_scope.submit(pool, evo.executor.run,
-                                EvalJob(entry.source, "test", None, all_episodes=True, keep=False))
-
-
-def _start_test_in_background(pool: ThreadPoolExecutor, evo, entry):
-    """The same, its calls sent only in the slots other calls leave free (mstar/llm/scope.py)."""
-    with llm_scope.background():
-        return _start_test(pool, evo, entry)
-
-
-def _test_evaluations(evo, entries: list) -> dict:
-    if not entries:                    # the champion is the best seed, already being tested
-        return {}
-    with ThreadPoolExecutor(len(entries), thread_name_prefix="test") as pool:
-        futures = {e.program_id: _start_test(pool, evo, e) for e in entries}
-        return {pid: f.result() for pid, f in futures.items()}

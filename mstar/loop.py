@@ -30,6 +30,7 @@ from mstar.evaluation.records import failed_result
 from mstar.execution import EvalJob, Executor, make_executor
 from mstar.finish import Stop as _Stop
 from mstar.finish import finish_run
+from mstar.held_out import HeldOutTests, may_start_early
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
 from mstar.llm.types import FatalLLMError
@@ -95,6 +96,7 @@ class Evolution:
         self.static = [task.validation[i] for i in self.split.static]
         self.executor = executor or make_executor(cfg, task, self.split.train_episodes, router)
         self.prefetch = RotatingPrefetch.for_run(cfg, task, self.split, router, self.executor)
+        self.held_out = HeldOutTests(self.executor, early=may_start_early(cfg, task, router))
 
     # ------------------------------------------------------------ helpers
     def _static_job(self, source: str) -> EvalJob:
@@ -137,8 +139,7 @@ class Evolution:
         with self._lock:
             if self.reference is not None:
                 return self.reference
-            seeds = [e for e in self.pool.entries if e.parent_id is None]
-            return max(seeds, key=lambda e: (e.static_score, -seeds.index(e))).program_id
+            return self.pool.best_seed().program_id
 
     def rotating_scores(self, program_id: str) -> dict[str, float]:
         """The scores of every rotating case the program was evaluated on, by query id."""
@@ -344,10 +345,13 @@ class Evolution:
                 self.evaluate_seeds()
             except ENDPOINT_ERRORS as exc:
                 return self.finish(t0, _Stop(_endpoint_reason(exc, "the seed evaluations"), "endpoint"), done_before)
+            if (seed := self.pool.best_seed()) is not None:   # tested whatever comes next (mstar/held_out.py)
+                self.held_out.start_early(seed)
             stop, done = self._iterations(todo)
             return self.finish(t0, stop, done_before + done if stop else None)
         finally:
             self.prefetch.close()
+            self.held_out.close()
             self.executor.close()
             gc.unfreeze()   # a process that goes on (a notebook, the tests) collects it again
 

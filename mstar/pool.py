@@ -50,6 +50,11 @@ class Pool:
             raise ValueError("the pool is empty")
         return max(self.entries, key=lambda e: (e.static_score, -self.entries.index(e)))
 
+    def best_seed(self) -> PoolEntry | None:
+        """The best seed by static score (ties: the earlier), None before any seed is scored."""
+        seeds = [e for e in self.entries if e.parent_id is None]
+        return max(seeds, key=lambda e: (e.static_score, -seeds.index(e))) if seeds else None
+
     def ancestors(self, program_id: str) -> list[PoolEntry]:
         """Oldest first, ending with the program itself."""
         chain = []
