@@ -59,9 +59,9 @@ class HeldOutTests:
         self._runs: dict[str, tuple[Future, llm_scope.Background | None]] = {}
         self._lock = threading.Lock()
 
-    def start_early(self, entry: PoolEntry) -> bool:
+    def start_early(self, entry: PoolEntry | None) -> bool:
         """Start `entry`'s test now, in the background, if this run starts tests early."""
-        return self.early and self.start(entry, background=True)
+        return self.early and entry is not None and self.start(entry, background=True)
 
     def start(self, entry: PoolEntry, *, background: bool = False) -> bool:
         """Start `entry`'s test unless it is running already; True when this call started it."""

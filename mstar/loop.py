@@ -107,10 +107,6 @@ class Evolution:
             self.store.append_jsonl("lineage.jsonl", events.to_dict(event))
         self.progress(event)
 
-    def _add(self, entry: PoolEntry, res: EvalResult) -> None:
-        self._write_entry(entry, res)
-        self._join(entry, res)
-
     def _write_entry(self, entry: PoolEntry, res: EvalResult) -> None:
         """The program's files (each synced to disk); no lock: every entry has files of its own."""
         self.store.write_program(entry.program_id, entry.source)
@@ -186,7 +182,9 @@ class Evolution:
                        for pid, label, source in todo]
             for pid, label, source, t0, fut in futures:
                 res = fut.result()
-                self._add(PoolEntry(pid, None, 0, source, res.mean_score, f"seed: {label}", res.per_category), res)
+                entry = PoolEntry(pid, None, 0, source, res.mean_score, f"seed: {label}", res.per_category)
+                self._write_entry(entry, res)
+                self._join(entry, res)
                 self._event(events.SeedEvent(
                     program_id=pid, title=f"seed: {label}", static_score=res.mean_score,
                     per_category=res.per_category, error=res.error, case_errors=res.case_errors,
@@ -241,8 +239,7 @@ class Evolution:
             debug_logs=rot.load_warnings + [l for w in rot.writes[:3] for l in w.debug_logs]
             + [l for c in cases for l in c["debug_logs"]],
         )
-        # The local executor starts each candidate's evaluation worker while its gates run; the
-        # ones no evaluation took are closed once the child is evaluated.
+        # Each candidate's evaluation worker starts while its gates run (closed after, if not taken).
         started: dict[str, object] = {}
         begin = getattr(self.executor, "prestart", None)
         outcome = propose_child(
@@ -345,8 +342,7 @@ class Evolution:
                 self.evaluate_seeds()
             except ENDPOINT_ERRORS as exc:
                 return self.finish(t0, _Stop(_endpoint_reason(exc, "the seed evaluations"), "endpoint"), done_before)
-            if (seed := self.pool.best_seed()) is not None:   # tested whatever comes next (mstar/held_out.py)
-                self.held_out.start_early(seed)
+            self.held_out.start_early(self.pool.best_seed())   # tested whatever comes next (mstar/held_out.py)
             stop, done = self._iterations(todo)
             return self.finish(t0, stop, done_before + done if stop else None)
         finally:

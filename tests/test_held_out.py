@@ -66,9 +66,9 @@ def test_background_calls_hold_half_the_cap_idle_ones_a_quarter_and_the_run_s_ow
     gate = _Gate()
     router = LLMRouter({r: gate for r in ROLES}, max_in_flight=8)
     threads = [_ask(router, f"test{i}", llm_scope.Background(IDLE)) for i in range(6)]
-    _wait_until(lambda: len(gate.asked) == 2 and router._idle.waiting() == 4)           # a quarter of 8
+    _wait_until(lambda: len(gate.asked) == 2 and router._background.idle.waiting() == 4)           # a quarter of 8
     threads += [_ask(router, f"guess{i}", llm_scope.Background(LAST)) for i in range(4)]
-    _wait_until(lambda: len(gate.asked) == 4 and router._background.waiting() == 2)     # half of 8, both kinds
+    _wait_until(lambda: len(gate.asked) == 4 and router._background.any.waiting() == 2)     # half of 8, both kinds
     assert sum(a.startswith("guess") for a in gate.asked) == 2
     threads.append(_ask(router, "needed now"))
     _wait_until(lambda: "needed now" in gate.asked)      # sent while ten background calls are out or waiting
@@ -85,7 +85,7 @@ def test_cancelled_work_sends_nothing_more_and_records_nothing():
     router = LLMRouter({r: gate for r in ROLES}, max_in_flight=2)      # background share: 1
     work, errors = llm_scope.Background(IDLE), []
     threads = [_ask(router, f"bg{i}", work, errors) for i in range(3)]
-    _wait_until(lambda: gate.asked == ["bg0"] and router._idle.waiting() == 2)
+    _wait_until(lambda: gate.asked == ["bg0"] and router._background.idle.waiting() == 2)
     work.cancel()
     gate.open.set()
     for t in threads:
@@ -129,7 +129,7 @@ def test_a_call_the_run_waits_on_takes_over_an_identical_background_request_not_
     _wait_until(lambda: gate.asked == ["busy"])
     threads.append(threading.Thread(target=ask, args=("same", queued)))
     threads[1].start()
-    _wait_until(lambda: router._idle.waiting() == 1)      # queued behind "busy" (share: 1)
+    _wait_until(lambda: router._background.idle.waiting() == 1)      # queued behind "busy" (share: 1)
     threads.append(threading.Thread(target=ask, args=("same", None)))
     threads[2].start()
     _wait_until(lambda: gate.asked == ["busy", "same"])         # sent now, while the background one waits

@@ -14,7 +14,6 @@ the task role from a thread pool.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import threading
@@ -32,7 +31,7 @@ from mstar.llm.replay import ReplayCounter
 from mstar.llm.roles import BACKENDS, CACHE_MODES, RolePolicy, backend_identity, cache_mode, make_backend  # noqa: F401
 from mstar.llm.single_flight import Flights, TakenOver
 from mstar.llm.retry import RetryPolicy, retry_delay
-from mstar.llm.slots import IDLE, NORMAL, Slots
+from mstar.llm.slots import NORMAL, BackgroundShare, Slots
 from mstar.llm.types import (Backend, CallCancelled, ChatResponse, LLMError, TransientLLMError,
                              TruncatedCompletionError, UsageRecord)
 
@@ -54,7 +53,7 @@ class LLMRouter:
         # never has more than max_in_flight requests out at once.
         self.max_in_flight = max_in_flight
         self._cap = Slots(max_in_flight)
-        self._background, self._idle = Slots(max(1, max_in_flight // 2)), Slots(max(1, max_in_flight // 4))
+        self._background = BackgroundShare(max_in_flight)   # background work's part of it (slots.py)
         self._flights = Flights()
         self.limiters, self._limiter_of = limiters_for_roles(backends, pacing or {}, rate_limit_patience_s)
         self.cache = cache
@@ -202,7 +201,7 @@ class LLMRouter:
                 self._sleep(alone)
                 held += alone
                 alone = 0.0
-            with self._behind_others(), self._slots[role].held(priority):
+            with self._background.held(llm_scope.background_priority()), self._slots[role].held(priority):
                 if llm_scope.cancelled():   # cancelled while it waited for a slot
                     raise CallCancelled(f"role {role!r}: not sent, its work was cancelled")
                 if limiter is not None:
@@ -274,20 +273,6 @@ class LLMRouter:
         return resp
 
     # ------------------------------------------------------------ in flight
-    def _behind_others(self):
-        """Background work holds at most half the cap: the calls the run waits on, which come in
-        bursts (25 formulations at once), find slots free instead of waiting a whole reply for them.
-        IDLE work (a test started early) at most a quarter: the prefetch's guesses, which the next
-        iteration waits on, keep the rest (with 32 for both, an iteration waited 5.7 s for its guess)."""
-        priority = llm_scope.background_priority()
-        if priority is None:
-            return contextlib.nullcontext()
-        stack = contextlib.ExitStack()
-        if priority == IDLE:
-            stack.enter_context(self._idle.held(priority))
-        stack.enter_context(self._background.held(priority))
-        return stack
-
     def _flying(self, role: str):
         router = self
 
@@ -304,8 +289,7 @@ class LLMRouter:
     def set_max_in_flight(self, n: int) -> None:
         """A smaller cap for this router, before its first call (the Ray executor gives the rest of
         the run's cap to the cluster's gate: mstar/execution/ray_gate.py)."""
-        self.max_in_flight, self._cap = n, Slots(n)
-        self._background, self._idle = Slots(max(1, n // 2)), Slots(max(1, n // 4))
+        self.max_in_flight, self._cap, self._background = n, Slots(n), BackgroundShare(n)
 
     def throttling(self) -> list[dict]:
         """Each endpoint limiter's state (mstar/llm/limiter.py): 429s, seconds held, pace."""

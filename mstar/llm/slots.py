@@ -18,6 +18,7 @@ A freed slot is handed to the chosen waiter directly: a thread arriving meanwhil
 """
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import threading
@@ -87,3 +88,23 @@ class _Held:
 
     def __exit__(self, *exc: object) -> None:
         self._slots.release()
+
+
+class BackgroundShare:
+    """Background work's part of the run's cap (mstar/llm/scope.py): at most half of it, so that
+    the calls the run waits on, which come in bursts (25 formulations at once), find slots free
+    instead of waiting a whole reply for them; IDLE work (a test started early) at most a quarter,
+    so that the prefetch's guesses, which the next iteration waits on, keep the rest (with half
+    for both, an iteration waited 5.7 s for its guess at 2,000 ms)."""
+
+    def __init__(self, cap: int) -> None:
+        self.any, self.idle = Slots(max(1, cap // 2)), Slots(max(1, cap // 4))
+
+    def held(self, priority: int | None):
+        """The context a call of this priority (None: not background work) is sent in."""
+        stack = contextlib.ExitStack()
+        if priority == IDLE:
+            stack.enter_context(self.idle.held(priority))
+        if priority is not None:
+            stack.enter_context(self.any.held(priority))
+        return stack
