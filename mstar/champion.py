@@ -14,8 +14,9 @@ race, on paired evidence:
    fixed order drawn from the split's seed.
 3. Buying stops when no challenger is racing ("decided" or "tied"), when `confirm_size` items are
    bought or `confirm_rounds` batches (each about confirm_size / confirm_rounds items), when the
-   next batch would take the confirmation past its share (`confirm_budget`) of the questions the
-   run scored before it (mstar/race_budget.py), or when the run's own budget is reached.
+   next batch would take the confirmation past its share (`confirm_budget`) of the tokens the
+   run asked before it, each racer's items priced at its own cost per question
+   (mstar/race_budget.py), or when the run's own budget is reached.
 
 The champion is the leader when buying stops: the best static score until the racers share
 ten fresh items, then the best mean on all the items they share, if it is ahead of the leader
@@ -31,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mstar import race
-from mstar.race_budget import RaceBudget, questions_asked
+from mstar.race_budget import RaceBudget
 from mstar.execution import EvalJob
 from mstar.llm import scope as llm_scope
 from mstar.pool import PoolEntry
@@ -112,14 +113,15 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
     rounds = max(1, rounds)
     batch_size = max(1, math.ceil(size / rounds))
     z = race.z_for(rounds + 1)
-    money = RaceBudget(budget, _asked_before(evo))
+    money = RaceBudget.for_race(budget, _events_before(evo), len(evo.split.static),
+                                {e.program_id: evo.static_result(e.program_id) for e in racing})
     to_buy = item_order(len(evo.task.validation), evo.split.static, split_seed)
     qid = lambda i: evo.task.validation[i].id  # noqa: E731
     static_ids = {qid(i) for i in evo.split.static}
     for look in range(rounds + 1):
         items_left = min(size - len(out.items), len(to_buy))
         leader = race.leader_of(evidence, order, static_ids, out.confirmed_id)
-        more = int(min(items_left, money.pair_items()))   # paired items, if one pair raced on
+        more = int(min(items_left, money.pair_items(order)))   # paired items, if one pair raced on
         gaps = {}
         for c in order:
             if c == leader:
@@ -144,7 +146,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
         have = [i for i in to_buy if any(qid(i) in evidence[p] for p in order)]
         pick = (have + [i for i in to_buy if i not in set(have)])[:min(batch_size, items_left)]
         need = {p: [i for i in pick if qid(i) not in evidence[p]] for p in order}
-        while pick and sum(map(len, need.values())) > money.left():
+        while pick and money.cost(need) > money.left():
             pick = pick[:-1]
             need = {p: [i for i in pick if qid(i) not in evidence[p]] for p in order}
         if not pick:
@@ -154,7 +156,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
         for p, res in results.items():
             evidence[p].update(scored(res.cases))
         out.chain_calls += max((r.chain_calls for r in results.values()), default=0)
-        money.used += sum(len(v) for v in need.values())
+        money.used += money.cost(need)
         out.items += pick
         sources["bought"].update(qid(i) for i in pick)
         chosen = set(pick)
@@ -189,13 +191,13 @@ def _evaluate(evo, sources: dict[str, str], need: dict[str, list[int]]) -> dict:
         return {p: f.result() for p, f in futures.items()}
 
 
-def _asked_before(evo) -> int:
-    """The questions the run scored before the confirmation, from its lineage (resume-proof)."""
+def _events_before(evo) -> list:
+    """The run's lineage before the confirmation (what it asked: resume-proof, race_budget.py)."""
     store = getattr(evo, "store", None)
     if store is None:
-        return 0
+        return []
     lines, _ = store.read_jsonl_tolerant("lineage.jsonl")
-    return questions_asked([e for e in map(ev_types.from_dict, lines) if e is not None], len(evo.split.static))
+    return [e for e in map(ev_types.from_dict, lines) if e is not None]
 
 
 def _run_budget(evo) -> str | None:

@@ -95,7 +95,7 @@ class EvolutionConfig:
                                        # paired evidence (mstar/champion.py), buying at most ...
     confirm_size: int = 200            # ... this many more validation items (0 = no confirmation),
     confirm_rounds: int = 10           # ... in at most this many batches (1 = one sample),
-    confirm_budget: float | None = 0.2 # ... on at most this share of the questions the run scored before
+    confirm_budget: float | None = 0.1 # ... on at most this share of the tokens the run asked before
                                        # (mstar/race_budget.py; None: no limit)
     pick: str = "confirmed"            # the champion: "confirmed" (the race's leader) or "static"
     test_both: bool = False            # also test the other rule's choice (a comparison, not the run's need)

@@ -278,11 +278,11 @@ class Evolution:
                 self.executor.drop_prestart(token)
         if child is None and outcome.source is not None:  # keep the failed child's text for inspection
             self.store.write_program(f"iter_{iteration:03d}_rejected", outcome.source)
-        # Outside the lock other iterations wait on: the child's files (its own) and this
-        # iteration's spend (its calls are all done).
+        # Outside the lock other iterations wait on: the child's files (its own) and this iteration's
+        # spend (its calls are all done; with what writing the parent's knowledge base again cost: race_budget.py).
         if child is not None:
             self._write_entry(child, res)
-        record.llm = self.router.spent_in(scope)
+        record.llm = {**self.router.spent_in(scope), "rewrite_tokens": rot.write_tokens if batch else 0}
         record.replay_keys = self.router.replay_keys(scope)  # for resume (mstar.run.resume)
         with self._lock:  # the child joins, the event is written: the iteration is done
             if child is not None:

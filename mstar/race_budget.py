@@ -1,16 +1,25 @@
-"""How much the confirmation's race may buy (issue 28): a share of the questions the run asked.
+"""How much the confirmation's race may buy (issue 28): a share of the tokens the run asked.
 
-The allowance is `--confirm-budget` (default 0.2) times the questions the run had scored before
-the confirmation -- every seed's and child's static set, every rotating batch, every static set
-scored again after a run-time fix -- counted from the lineage. The race spends one per racer
-and new item. Questions are what a race buys, and at a similar cost per question 10% of them is
-about 10% of the run's answering spend (its writes apart: every racer was scored on the same
-training episodes before, so writing its knowledge base again asks extraction prompts the run
-paid for once, which the response cache answers). Counted in questions rather than in dollars
-or tokens, the race buys the same items in a run that was resumed after a crash -- whose ledger
-counts a redone step twice -- as in one that never stopped, so both end with the same lineage.
-The run's own `--max-usd` / `--max-tokens` still stop it (mstar/champion.py). A batch is cut to
-what is left, so the race never passes its allowance.
+The allowance is `--confirm-budget` (default 0.1) times the tokens the run's seeds and iterations
+asked before the confirmation -- prompt and completion, sent or answered by the response cache,
+from their lineage events -- less what writing a parent's knowledge base again cost an
+iteration's rotating evaluation (`rewrite_tokens`: a kept knowledge base costs nothing, a lost
+one is written again, and which happens depends on the process, not on the run). A racer's item
+is priced at what its static evaluation's questions asked per question (EvalResult.question_tokens:
+formulation, the read's toolkit calls, answer, judging; not the writes, which a racer does not pay
+again). So the race buys fewer items between costly programs than between cheap ones: on the
+30-session LoCoMo workload an LLM summariser's child, whose read hands every stored text to the
+toolkit, costs ~8.9k tokens a question against ~1.0k for a vector-search child. Counted in
+questions (the rule before), the race there bought 15 items for four racers, 135k prompt tokens,
+11% on top of the run without it; priced in tokens it buys 10 items, 89k prompt tokens sent, 7%.
+
+Everything is counted from the lineage and the racers' cases files, with what the cache answered
+counted as asked: a run resumed after a crash -- whose ledger counts a redone step twice and whose
+knowledge bases are written again -- prices and buys exactly what an uninterrupted one does, and
+both end with the same lineage (tests/test_resume.py kills runs at random points to check it).
+When a racer's cases file predates these counts, the race counts questions: one per racer and
+item, the share times the questions asked. The run's own `--max-usd` / `--max-tokens` still stop
+it (mstar/champion.py). A batch is cut to what is left, so the race never passes its allowance.
 """
 from __future__ import annotations
 
@@ -32,23 +41,61 @@ def questions_asked(events: list, static_size: int) -> int:
     return n
 
 
+def tokens_asked(events: list) -> int:
+    """The tokens the seeds and iterations of these lineage events asked, sent or cached, less
+    what writing a parent's knowledge base again cost."""
+    n = 0
+    for ev in events:
+        if isinstance(ev, (ev_types.SeedEvent, ev_types.IterationEvent)):
+            llm = ev.llm or {}
+            n += sum(int(llm.get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "saved_tokens")) \
+                - int(llm.get("rewrite_tokens", 0))
+    return n
+
+
+def question_cost(static) -> float | None:
+    """Tokens one more question costs a program, from its static evaluation (None: not counted)."""
+    if static is None or not getattr(static, "question_tokens", 0) or not static.cases:
+        return None
+    return static.question_tokens / len(static.cases)
+
+
 class RaceBudget:
-    def __init__(self, share: float | None, asked_before: int):
-        self.share = share
+    """`costs`: each racer's price of an item, in `unit`s; `allowance`: share x what was asked."""
+
+    def __init__(self, share: float | None, asked_before: float, costs: dict[str, float] | None = None,
+                 unit: str = "questions"):
+        self.share, self.unit = share, unit
+        self.costs = dict(costs or {})
         self.allowance = math.inf if share is None else share * asked_before
-        self.used = 0                                  # racer-items bought
+        self.used = 0.0                                # what the items bought so far cost
+
+    @classmethod
+    def for_race(cls, share: float | None, events: list, static_size: int, statics: dict) -> "RaceBudget":
+        """The race's budget: in tokens when every racer's static evaluation counted its
+        questions' tokens (`statics`: racer id -> its static EvalResult), else in questions."""
+        costs = {pid: question_cost(res) for pid, res in statics.items()}
+        if costs and all(c is not None for c in costs.values()):
+            return cls(share, tokens_asked(events), costs, "tokens")
+        return cls(share, questions_asked(events, static_size), {pid: 1.0 for pid in statics}, "questions")
 
     @property
     def limited(self) -> bool:
         return not math.isinf(self.allowance)
 
+    def cost(self, need: dict[str, list]) -> float:
+        """What scoring each racer on its items costs."""
+        return sum(len(items) * self.costs.get(p, 1.0) for p, items in need.items())
+
     def left(self) -> float:
         return self.allowance - self.used
 
-    def pair_items(self) -> float:
-        """About how many more items two racers could both be scored on."""
-        return max(0.0, self.left() / 2)
+    def pair_items(self, racers: list[str]) -> float:
+        """About how many more items two of `racers` could both be scored on."""
+        price = sum(self.costs.get(p, 1.0) for p in racers) / max(1, len(racers))
+        return max(0.0, self.left() / (2 * price)) if price > 0 else math.inf
 
     def to_dict(self) -> dict:
-        return {"unit": "questions", "share": self.share,
-                "allowance": round(self.allowance, 3) if self.limited else None, "spent": self.used}
+        rnd = (lambda x: round(x)) if self.unit == "tokens" else (lambda x: round(x, 3))  # noqa: E731
+        return {"unit": self.unit, "share": self.share,
+                "allowance": rnd(self.allowance) if self.limited else None, "spent": rnd(self.used)}

@@ -123,7 +123,8 @@ def _lineage_store(seeds: int, iterations: int, rotating: int = 5, static_size: 
 
 
 def test_the_budget_share_of_the_questions_asked_stops_buying_and_is_never_passed():
-    """3 seeds x 25 + 10 iterations x (5 + 25) = 375 questions asked: 10% is 37 racer-items."""
+    """Racers whose cases files do not count their questions' tokens: 3 seeds x 25 + 10
+    iterations x (5 + 25) = 375 questions asked, 10% is 37 racer-items."""
     scores = {"a": _noisy(4), "b": _noisy(5, -0.01), "c": _noisy(6, -0.02)}
     evo, asked = _evo(scores)
     evo.store = _lineage_store(3, 10)
@@ -139,6 +140,44 @@ def test_the_budget_share_of_the_questions_asked_stops_buying_and_is_never_passe
                                     runtime_fixes=[{"round": 1, "status": "ok", "static_score": 0.5}])
     failed = ev_types.IterationEvent(2, "seed_0", status="failed", rotating_batch=[1, 2, 3])
     assert questions_asked([fixed, failed], 25) == 2 + 50 + 3
+
+
+def _priced(evo, per_question: dict[str, int], asked_tokens: int):
+    """The racers' static evaluations counted their questions' tokens; the run asked
+    `asked_tokens` before the race: a seed, and an iteration that sent some and found some in the
+    cache, besides 50k it spent writing its parent's knowledge base again (which does not count)."""
+    for pid, tokens in per_question.items():
+        res = evo.static_result(pid)
+        res.question_tokens = tokens * len(res.cases)
+    lines = [{"event": "seed", "program_id": "seed_0", "llm": {"prompt_tokens": asked_tokens // 2}},
+             {"event": "iteration", "iteration": 1, "parent_id": "seed_0", "status": "ok", "program_id": "iter_001",
+              "rotating_batch": [0], "llm": {"prompt_tokens": asked_tokens // 4, "completion_tokens": 30_000,
+                                             "saved_tokens": asked_tokens // 4 + 20_000, "rewrite_tokens": 50_000}}]
+    evo.store = SimpleNamespace(read_jsonl_tolerant=lambda rel: (lines, None))
+
+
+def test_the_budget_is_a_share_of_the_tokens_asked_with_each_racer_s_items_at_its_own_price():
+    """10% of 600k tokens asked: 60k. Three racers at 1k tokens a question buy 20 items a batch
+    until it is spent; a costly racer (8k a question, an LLM summariser) makes each item dearer,
+    so the same race buys fewer -- and never passes the allowance."""
+    scores = {"a": _noisy(4), "b": _noisy(5, -0.01), "c": _noisy(6, -0.02)}
+    spent = {}
+    for name, c_price in (("cheap", 1000), ("costly", 8000)):
+        evo, asked = _evo(scores)
+        _priced(evo, {"a": 1000, "b": 1000, "c": c_price}, 600_000)
+        got = champion.confirm(evo, top=3, size=400, split_seed=42, rounds=10, budget=0.1)
+        price = {"a": 1000, "b": 1000, "c": c_price}
+        cost = sum(len(ix) * price[src] for src, ix in asked)
+        assert got.stop == "budget" and got.budget["unit"] == "tokens" and got.budget["allowance"] == 60_000
+        assert got.budget["spent"] == cost <= 60_000 and cost > 60_000 - sum(price.values())
+        spent[name] = len(got.items)
+    assert spent["costly"] < spent["cheap"] == 20, spent
+    # A racer whose cases file predates the counts: the race counts questions, as before.
+    evo, asked = _evo(scores)
+    _priced(evo, {"a": 1000, "b": 1000}, 600_000)
+    evo.static_result("c").question_tokens = 0
+    got = champion.confirm(evo, top=3, size=400, split_seed=42, rounds=10, budget=0.1)
+    assert got.budget["unit"] == "questions" and got.budget["allowance"] == pytest.approx(0.1 * (25 + 1 + 25))
 
 
 def test_items_a_racer_has_from_its_rotating_batches_are_bought_first_for_the_others_only():

@@ -43,8 +43,8 @@ def test_a_seed_file_that_passes_its_gates_is_accepted(tmp_path, capsys):
     (["--confirm-top", "0"], "--confirm-top 0: give 1 or more"),
     (["--confirm-size", "-5"], "--confirm-size -5: give 0 or more (0 = no confirmation)"),
     (["--confirm-rounds", "0"], "--confirm-rounds 0: give 1 or more"),
-    (["--confirm-budget", "0"], "--confirm-budget 0.0: give a share of the questions the run asked above 0, e.g. 0.2 (20%)"),
-    (["--confirm-budget", "nan"], "--confirm-budget nan: give a share of the questions the run asked above 0, e.g. 0.2 (20%)"),
+    (["--confirm-budget", "0"], "--confirm-budget 0.0: give a share of the tokens the run asked above 0, e.g. 0.1 (10%)"),
+    (["--confirm-budget", "nan"], "--confirm-budget nan: give a share of the tokens the run asked above 0, e.g. 0.1 (10%)"),
     (["--patience", "0"], "--patience 0: give 1 or more iterations"),
     (["--max-tokens", "0"], "--max-tokens 0: give a budget above 0"),
 ])
@@ -71,7 +71,7 @@ def test_algorithm_flags_reach_the_run_configuration():
     assert cfg.sandbox.llm_calls_per_op == 4
     defaults = resolve_config(build_parser().parse_args(["evolve"]))
     assert defaults.evolution.selection == "softmax" and defaults.sandbox.llm_calls_per_op == 1
-    assert defaults.evolution.patience is None and defaults.evolution.confirm_budget == 0.2
+    assert defaults.evolution.patience is None and defaults.evolution.confirm_budget == 0.1
 
 
 def test_a_toml_error_names_the_file_and_the_table(tmp_path, capsys):

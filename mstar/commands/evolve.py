@@ -100,8 +100,8 @@ def add_algorithm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confirm-rounds", type=int, default=ev.confirm_rounds, metavar="N",
                    help="... in at most N batches of about SIZE/N items (1 = one sample)")
     p.add_argument("--confirm-budget", type=float, default=ev.confirm_budget, metavar="SHARE",
-                   help="... scoring its racers on at most this share of the questions the run scored "
-                        "before it (default %(default)s)")
+                   help="... spending at most this share of the tokens the run asked before it, each "
+                        "racer's items priced at its own cost per question (default %(default)s)")
     p.add_argument("--pick", choices=("confirmed", "static"), default=ev.pick,
                    help="the champion: the confirmation's leader, or the best static score (the paper)")
     p.add_argument("--test-both", action="store_true",
@@ -161,7 +161,7 @@ def check_numbers(args) -> str | None:
         return f"--tau {tau}: give a temperature above 0, e.g. {EvolutionConfig.tau}"
     share = getattr(args, "confirm_budget", None)
     if share is not None and not 0 < share <= 10:   # also NaN
-        return f"--confirm-budget {share}: give a share of the questions the run asked above 0, e.g. 0.2 (20%)"
+        return f"--confirm-budget {share}: give a share of the tokens the run asked above 0, e.g. 0.1 (10%)"
     for flag in ("max_usd", "max_tokens"):
         value = getattr(args, flag, None)
         if value is not None and not value > 0:

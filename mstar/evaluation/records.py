@@ -96,6 +96,8 @@ class EvalResult:
     read_cpu_seconds: float = 0.0       # the reads' CPU in the worker, summed: they overlap their waits
                                         # but not one another's Python (one interpreter), so program work too
     xray: dict | None = None            # the cases' attributions summed (mstar.evaluation.xray.summary)
+    question_tokens: int = 0            # tokens its questions' calls asked, sent or cached (evaluation/calls.py)
+    write_tokens: int = 0               # ... and its writes' calls (extractions, the writes' toolkit calls)
 
     def critical_chain(self) -> int:
         """The longest run of requests that depend on each other in this evaluation (a call the

@@ -44,10 +44,11 @@ from mstar.evaluation.playing import play_query
 from mstar.evaluation.pools import Bounded, close_later, shared_pool
 from mstar.evaluation.prestart import PRESTARTS
 from mstar.evaluation import xray
+from mstar.evaluation.calls import Calls, Toolkit
 from mstar.evaluation.sessions import LOAD_INFO, SessionCache, load_difference, session_key
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
-from mstar.llm.slots import FIRST, LAST, NORMAL
+from mstar.llm.slots import FIRST, LAST
 from mstar.llm.types import FatalLLMError
 from mstar.split.embed import current_program_embeddings
 from mstar.tasks import Episode, QueryItem
@@ -68,75 +69,10 @@ def _verdict_dict(exc: SandboxError) -> dict:
     return asdict(v) if hasattr(v, "__dataclass_fields__") else {"message": str(exc)}
 
 
-class _Calls:
-    """The agent and judge calls of one evaluation, with their failures counted."""
-
-    def __init__(self, router: LLMRouter) -> None:
-        self.router, self.total, self.failed, self.last = router, 0, 0, ""
-        self._lock = threading.Lock()
-
-    def text(self, role: str, messages: list[dict], priority: int = NORMAL) -> tuple[str, str | None, int]:
-        """(reply, error, waited): waited is 1 when a request was made, 0 when the response
-        cache answered -- what the critical-path bound counts. `priority`: where the call
-        queues when the role's slots are full (mstar.llm.slots)."""
-        with self._lock:
-            self.total += 1
-        try:
-            resp = self.router.call(role, messages, allow_truncated=False, priority=priority)
-            return resp.text, None, 0 if resp.cache_hit else 1
-        except FatalLLMError:
-            raise
-        except Exception as exc:  # noqa: BLE001 -- after the router's retries: this case's error
-            with self._lock:
-                self.failed += 1
-                self.last = str(exc)
-            return "", str(exc), 1
-
-
-class _Toolkit:
-    """The program's toolkit LLM, served from the engine. The sandbox serves a read's LLM requests
-    in the thread that waits on that read, so a thread-local tells which case a failure belongs
-    to; an error no retry can fix is held and raised once the read is back (the sandbox would
-    hand it to the program as an ordinary exception)."""
-
-    def __init__(self, calls: _Calls) -> None:
-        self.calls, self.fatal = calls, None
-        self._case = threading.local()
-
-    def __call__(self, messages: list[dict]) -> str:
-        calls = getattr(self._case, "calls", None) or self.calls
-        try:
-            text, err, waited = calls.text("toolkit", messages)
-        except FatalLLMError as exc:
-            self.fatal = self.fatal or exc
-            raise
-        self._case.waited = getattr(self._case, "waited", 0) + waited
-        if err is not None:
-            failures = getattr(self._case, "failures", None)
-            if failures is not None:
-                failures.append(err)
-            raise RuntimeError(err)
-        return text
-
-    def watch(self, calls: _Calls) -> list[str]:
-        """Start collecting this thread's toolkit failures (one case's read), counted in `calls`:
-        a kept session may serve several evaluations, each counts its own."""
-        self._case.failures, self._case.calls, self._case.waited = [], calls, 0
-        return self._case.failures
-
-    def waited(self) -> int:
-        """Requests this thread's op waited for (toolkit calls the cache did not answer)."""
-        return getattr(self._case, "waited", 0)
-
-    def check(self) -> None:
-        if self.fatal is not None:
-            raise self.fatal
-
-
 class _Program:
     """The worker and what went wrong with it as a whole, shared by the concurrent cases."""
 
-    def __init__(self, session: ProgramSession, toolkit: _Toolkit, calls: _Calls, serial_reads: bool = False) -> None:
+    def __init__(self, session: ProgramSession, toolkit: Toolkit, calls: Calls, serial_reads: bool = False) -> None:
         self.session = session
         self.toolkit, self.calls = toolkit, calls
         self.fatal: dict | None = None
@@ -185,7 +121,7 @@ def evaluate(
         embed = current_program_embeddings()
     progress = progress or (lambda what, done, total: None)
     t0 = time.perf_counter()
-    calls = _Calls(router)
+    calls = Calls(router)
     key = session_key(source, [ep.id for ep in episodes]) if sessions is not None else None
     kept = sessions.lease(key) if sessions is not None else None
     # The process's threads, at most `workers` of this evaluation's tasks of each kind at once.
@@ -198,7 +134,7 @@ def evaluate(
             program, info, writes = (_Program(kept.session, kept.toolkit, calls, read_changes_state(source)),
                                      kept.info, kept.writes)
         else:
-            toolkit = _Toolkit(calls)
+            toolkit = Toolkit(calls)
             llm = llm_scope.bind_fallback(toolkit)
             # A worker started while the child's gates ran (mstar.evaluation.prestart), else a new one.
             taken = PRESTARTS.take(source, session_options(sandbox, embed), llm) if take_prestart else None
@@ -225,7 +161,7 @@ def evaluate(
 
         def ask_extractions(priority: int) -> None:
             extract.extend(llm_pool.submit(calls.text, "task", agent.build_extraction_messages(
-                consts["INSTRUCTION_KNOWLEDGE_ITEM"], ep.text, info.knowledge_item_schema), priority)
+                consts["INSTRUCTION_KNOWLEDGE_ITEM"], ep.text, info.knowledge_item_schema), priority, False)
                            for ep in episodes)
             pending.extend(extract)
         try:
@@ -287,6 +223,7 @@ def evaluate(
     result.xray = xray.summary(cases)
     result.load_warnings = [w for w in info.warnings if w.startswith("contract:")]
     result.chain_calls = result.critical_chain()
+    result.question_tokens, result.write_tokens = calls.question_tokens, calls.write_tokens
     return result
 
 
@@ -323,7 +260,7 @@ def _done_with(session, kept, sessions, key, info, writes, *, keep: bool, toolki
         close_later(session)   # its kill, reap and cleanup need not hold up the result
 
 
-def _case(program: _Program, calls: _Calls, q: QueryItem, q_msgs: list[dict], q_fut, info,
+def _case(program: _Program, calls: Calls, q: QueryItem, q_msgs: list[dict], q_fut, info,
           metric) -> CaseResult:
     """One query: formulate (already asked), read, answer, score."""
     q_reply, q_err, q_waited = q_fut.result()

@@ -8,8 +8,8 @@ Made once the seeds are scored and again after every iteration, for the progress
     a rotating batch with `--rotating fresh`, ~1.5 reflector calls. The best seed, because parents
     are drawn by score and most children descend from it; the costliest seed made the offline
     sample's plan line say 13.7M tokens for a run that spent 2.4M)
-  + the end: the confirmation (its budget is a share of the questions asked before it, taken
-    here as that share of the spend before it), and the test (the champion and the best seed,
+  + the end: the confirmation (its budget is a share of the tokens asked before it, sent or
+    cached, taken here as that share of the spend before it), and the test (the champion and the best seed,
     every episode written, every test question asked) -- at the costs of the best program so far
     and of the best seed, from their own evaluations' calls (before any child: the best
     seed's, twice). Measured on the offline sample run: the champion, a vector-search child,

@@ -94,7 +94,7 @@ def _race(evo: dict) -> str:
         return "no confirmation race: --confirm-size 0"
     return (f"confirm top {_e(evo.get('confirm_top', '-'))} on up to {_e(evo.get('confirm_size', '-'))} items in "
             f"{_e(evo.get('confirm_rounds', 1))} batches"
-            + (f" within {float(evo['confirm_budget']):.0%} of the questions asked" if evo.get("confirm_budget") else ""))
+            + (f" within {float(evo['confirm_budget']):.0%} of the tokens asked" if evo.get("confirm_budget") else ""))
 
 
 def _confirmation(ev) -> str:
