@@ -64,3 +64,22 @@ def test_the_evaluation_sums_its_reads_cpu_into_the_lineage(small_run):
     for e in children:
         record = json.loads((out / "cases" / f"{e.program_id}.static.json").read_text())
         assert e.timing["child_read_cpu_s"] == record["read_cpu_seconds"]
+
+
+def test_an_evaluation_counts_what_its_questions_and_its_writes_asked(small_run):
+    """EvalResult.question_tokens (what the confirmation's race prices a racer's items by,
+    mstar/race_budget.py) and write_tokens, against the ledger's own records of each seed: the
+    extractions are the writes' tokens, every other call of the seed (formulations, the reads'
+    toolkit calls, answers) the questions'."""
+    out = small_run
+    usage = [json.loads(line) for line in (out / "llm_usage.jsonl").read_text().splitlines()]
+    counted = 0
+    for e in ev_types.seeds(ev_types.read_lineage(out / "lineage.jsonl")):
+        record = json.loads((out / "cases" / f"{e.program_id}.static.json").read_text())
+        mine = [r for r in usage if r["scope"] == e.program_id]
+        tokens = lambda rs: sum(r["prompt_tokens"] + r["completion_tokens"] for r in rs)   # noqa: E731
+        writes = [r for r in mine if r["kind"] == "extract_knowledge_item"]
+        assert record["write_tokens"] == tokens(writes) > 0
+        assert record["question_tokens"] == tokens(mine) - tokens(writes) > 0
+        counted += any(r["kind"] == "toolkit" for r in mine)
+    assert counted      # a seed whose reads ask the toolkit (the LLM summariser) was among them
