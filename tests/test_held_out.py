@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 from failure_helpers import endpoint, events, usage
+from gate_helpers import Gate, wait_until
 
 from mstar.cli import main
 from mstar.held_out import HeldOutTests
@@ -23,28 +24,6 @@ from mstar.pool import PoolEntry
 from mstar.testing.fake_server import FakeOpenAIServer, offline_responder
 
 ROLES = ("task", "reflector", "toolkit", "judge")
-
-
-def _wait_until(cond, timeout=5.0):
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError("timed out")
-        time.sleep(0.002)
-
-
-class _Gate:
-    """A backend whose calls wait until the test opens the gate; it records what it was asked."""
-    name, model = "test", "gate"
-
-    def __init__(self):
-        self.open, self.asked, self.lock = threading.Event(), [], threading.Lock()
-
-    def complete(self, messages):
-        with self.lock:
-            self.asked.append(messages[-1]["content"])
-        self.open.wait(10)
-        return ChatResponse(text="ok", model="gate", backend="test")
 
 
 def _ask(router, text, work=None, errors=None):
@@ -63,15 +42,15 @@ def _ask(router, text, work=None, errors=None):
 
 
 def test_background_calls_hold_half_the_cap_idle_ones_a_quarter_and_the_run_s_own_calls_go_past_them():
-    gate = _Gate()
+    gate = Gate()
     router = LLMRouter({r: gate for r in ROLES}, max_in_flight=8)
     threads = [_ask(router, f"test{i}", llm_scope.Background(IDLE)) for i in range(6)]
-    _wait_until(lambda: len(gate.asked) == 2 and router._background.idle.waiting() == 4)           # a quarter of 8
+    wait_until(lambda: len(gate.asked) == 2 and router._background.idle.waiting() == 4)           # a quarter of 8
     threads += [_ask(router, f"guess{i}", llm_scope.Background(LAST)) for i in range(4)]
-    _wait_until(lambda: len(gate.asked) == 4 and router._background.any.waiting() == 2)     # half of 8, both kinds
+    wait_until(lambda: len(gate.asked) == 4 and router._background.any.waiting() == 2)     # half of 8, both kinds
     assert sum(a.startswith("guess") for a in gate.asked) == 2
     threads.append(_ask(router, "needed now"))
-    _wait_until(lambda: "needed now" in gate.asked)      # sent while ten background calls are out or waiting
+    wait_until(lambda: "needed now" in gate.asked)      # sent while ten background calls are out or waiting
     time.sleep(0.05)
     assert len(gate.asked) == 5
     gate.open.set()
@@ -81,11 +60,11 @@ def test_background_calls_hold_half_the_cap_idle_ones_a_quarter_and_the_run_s_ow
 
 
 def test_cancelled_work_sends_nothing_more_and_records_nothing():
-    gate = _Gate()
+    gate = Gate()
     router = LLMRouter({r: gate for r in ROLES}, max_in_flight=2)      # background share: 1
     work, errors = llm_scope.Background(IDLE), []
     threads = [_ask(router, f"bg{i}", work, errors) for i in range(3)]
-    _wait_until(lambda: gate.asked == ["bg0"] and router._background.idle.waiting() == 2)
+    wait_until(lambda: gate.asked == ["bg0"] and router._background.idle.waiting() == 2)
     work.cancel()
     gate.open.set()
     for t in threads:
@@ -98,14 +77,14 @@ def test_cancelled_work_sends_nothing_more_and_records_nothing():
 
 
 def test_promoted_work_goes_as_any_other():
-    gate = _Gate()
+    gate = Gate()
     router = LLMRouter({r: gate for r in ROLES}, max_in_flight=2)
     work = llm_scope.Background(IDLE)
     work.promote()
     with llm_scope.background(work):
         assert llm_scope.background_priority() is None and not llm_scope.in_background()
     threads = [_ask(router, f"p{i}", work) for i in range(2)]
-    _wait_until(lambda: len(gate.asked) == 2)             # both out: the background share (1) no longer applies
+    wait_until(lambda: len(gate.asked) == 2)             # both out: the background share (1) no longer applies
     gate.open.set()
     for t in threads:
         t.join(10)
@@ -115,7 +94,7 @@ def test_a_call_the_run_waits_on_takes_over_an_identical_background_request_not_
     """A test started early asks the formulations an iteration asks too: the iteration's own call
     is sent at once instead of waiting behind the background queue, and the background caller then
     takes its reply: one request."""
-    gate = _Gate()
+    gate = Gate()
     router = LLMRouter({r: gate for r in ROLES}, max_in_flight=2, cache=ResponseCache(tmp_path / "c"),
                        policies={"task": RolePolicy(cache="reuse")})
     first, queued = llm_scope.Background(IDLE), llm_scope.Background(IDLE)
@@ -126,13 +105,13 @@ def test_a_call_the_run_waits_on_takes_over_an_identical_background_request_not_
             replies.append((text, router.call("task", [{"role": "user", "content": text}]).cache_hit))
     threads = [threading.Thread(target=ask, args=("busy", first))]
     threads[0].start()
-    _wait_until(lambda: gate.asked == ["busy"])
+    wait_until(lambda: gate.asked == ["busy"])
     threads.append(threading.Thread(target=ask, args=("same", queued)))
     threads[1].start()
-    _wait_until(lambda: router._background.idle.waiting() == 1)      # queued behind "busy" (share: 1)
+    wait_until(lambda: router._background.idle.waiting() == 1)      # queued behind "busy" (share: 1)
     threads.append(threading.Thread(target=ask, args=("same", None)))
     threads[2].start()
-    _wait_until(lambda: gate.asked == ["busy", "same"])         # sent now, while the background one waits
+    wait_until(lambda: gate.asked == ["busy", "same"])         # sent now, while the background one waits
     gate.open.set()
     for t in threads:
         t.join(10)
@@ -168,7 +147,7 @@ def test_a_test_no_longer_needed_stops_and_a_needed_one_is_promoted():
     held = HeldOutTests(ex, early=True)
     wrong, right = PoolEntry("static_best", None, 0, "# a", 0.5), PoolEntry("seed", None, 0, "# b", 0.4)
     assert held.start(wrong, background=True) and held.start_early(right) and not held.start(right)
-    _wait_until(lambda: ex.sent >= 10)
+    wait_until(lambda: ex.sent >= 10)
     held.cancel("static_best")                 # the race confirmed another program
     res = held.results([right])                # the run now waits on this one
     assert set(res) == {"seed"} and res["seed"].mean_score == 1.0

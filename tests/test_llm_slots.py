@@ -7,18 +7,10 @@ import time
 
 import pytest
 
+from gate_helpers import Gate, wait_until
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter, RolePolicy
 from mstar.llm.slots import FIRST, LAST, NORMAL, Slots
-from mstar.llm.types import ChatResponse
-
-
-def _wait_until(cond, timeout=5.0):
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError("timed out")
-        time.sleep(0.002)
 
 
 def _queue(slots, order, names_and_priorities):
@@ -32,7 +24,7 @@ def _queue(slots, order, names_and_priorities):
         t = threading.Thread(target=run)
         before = slots.waiting()
         t.start()
-        _wait_until(lambda: slots.waiting() == before + 1)
+        wait_until(lambda: slots.waiting() == before + 1)
         threads.append(t)
     return threads
 
@@ -100,26 +92,11 @@ def test_releasing_a_slot_nobody_holds_is_an_error():
         slots.release()
 
 
-class _Gate:
-    """A backend whose calls wait until the test opens the gate; it records what it was asked."""
-    name, model = "test", "gate"
-
-    def __init__(self):
-        self.open, self.asked = threading.Event(), []
-        self.lock = threading.Lock()
-
-    def complete(self, messages):
-        with self.lock:
-            self.asked.append(messages[-1]["content"])
-        self.open.wait(10)
-        return ChatResponse(text="ok", model="gate", backend="test")
-
-
 def _sent_in_order(asks) -> list[str]:
     """A router whose task role has one slot: a first call holds it, then each (text, send) of
     `asks` is asked in turn (send(router, messages) makes the call) once the one before waits;
     the order in which the endpoint was asked once the slot frees."""
-    gate = _Gate()
+    gate = Gate()
     router = LLMRouter({r: gate for r in ("task", "reflector", "toolkit", "judge")},
                        policies={"task": RolePolicy(concurrency=1)})
     threads = []
@@ -128,9 +105,9 @@ def _sent_in_order(asks) -> list[str]:
         t.start()
         threads.append(t)
         if i == 0:
-            _wait_until(lambda: gate.asked == ["first"])           # holds the role's only slot
+            wait_until(lambda: gate.asked == ["first"])           # holds the role's only slot
         else:
-            _wait_until(lambda: router._slots["task"].waiting() == i)
+            wait_until(lambda: router._slots["task"].waiting() == i)
     gate.open.set()
     for t in threads:
         t.join(10)
