@@ -8,7 +8,8 @@ four replies in a row):
 
 - The best seed is known once the seeds are scored, and it is tested whatever the run does
   next. Its test starts then, in the background at the lowest priority (slots.IDLE: behind the
-  iterations' calls and the prefetch's guesses, within background work's half of the cap).
+  iterations' calls and the prefetch's guesses, at most a quarter of the calls in flight:
+  slots.BackgroundShare).
 - When the champion is chosen, the program the race starts from (the best static score, the
   paper's champion) is most often the one it confirms. Its test starts with the race, in the
   background (slots.LAST: only the race's calls go first); if the race confirms another, it is
@@ -17,9 +18,10 @@ four replies in a row):
 - A test the run waits on is promoted: its remaining calls go as any other.
 
 Started early only where it pays and cannot cost a budget: the task's replies come from an
-endpoint with the response cache on (the offline backend spends no time waiting), and no spend
-cap is set (a test started early would spend what a capped run needs for its iterations, and a
-run stopped by its cap is never tested). Elsewhere every test starts when the run ends, as before.
+endpoint with the response cache on (the offline backend spends no time waiting), evaluations run
+in this process (not on a Ray cluster), and no spend cap is set (a test started early would spend
+what a capped run needs for its iterations, and a run stopped by its cap is never tested).
+Elsewhere every test starts when the run ends, as before.
 A test's result does not depend on when it ran: the same requests, the same replies.
 """
 from __future__ import annotations
@@ -43,11 +45,14 @@ def held_out_job(entry: PoolEntry) -> EvalJob:
     return EvalJob(entry.source, "test", None, all_episodes=True, keep=False)
 
 
-def may_start_early(cfg, task, router) -> bool:
+def may_start_early(cfg, task, router, executor) -> bool:
     """Whether tests may start before the run's end (see the module docstring)."""
     cached = router.cache is not None and all(router.policy(r).cache == "reuse" for r in ("task", "toolkit"))
     budget = getattr(getattr(router, "ledger", None), "budget", None)
-    return bool(task.test) and cached and not (budget is not None and budget.active)
+    # On a Ray cluster an evaluation's calls are made in its worker, where this process's
+    # background priority and cancellation do not reach: a test there would compete as an equal.
+    return bool(task.test) and cached and getattr(executor, "in_process", False) \
+        and not (budget is not None and budget.active)
 
 
 class HeldOutTests:

@@ -96,7 +96,7 @@ class Evolution:
         self.static = [task.validation[i] for i in self.split.static]
         self.executor = executor or make_executor(cfg, task, self.split.train_episodes, router)
         self.prefetch = RotatingPrefetch.for_run(cfg, task, self.split, router, self.executor)
-        self.held_out = HeldOutTests(self.executor, early=may_start_early(cfg, task, router))
+        self.held_out = HeldOutTests(self.executor, early=may_start_early(cfg, task, router, self.executor))
 
     # ------------------------------------------------------------ helpers
     def _static_job(self, source: str) -> EvalJob:
