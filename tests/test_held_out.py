@@ -187,3 +187,18 @@ def test_the_best_seed_is_tested_during_the_iterations_with_the_result_it_has_at
     a, b = test(early), test(late)
     assert (a["program_id"], a["test_score"], a["best_seed_id"], a["best_seed_test_score"]) == \
         (b["program_id"], b["test_score"], b["best_seed_id"], b["best_seed_test_score"])
+
+
+def test_tests_start_early_only_with_the_cache_in_this_process_and_no_spend_cap(tmp_path):
+    from mstar.held_out import may_start_early
+    from mstar.llm.budget import Budget
+    task = SimpleNamespace(test=[object()])
+    reuse = {r: RolePolicy(cache="reuse") for r in ("task", "toolkit")}
+    router = LLMRouter({r: Gate() for r in ROLES}, cache=ResponseCache(tmp_path / "c"), policies=reuse)
+    local, ray = SimpleNamespace(in_process=True), SimpleNamespace()
+    assert may_start_early(None, task, router, local)
+    assert not may_start_early(None, task, router, ray)                  # a Ray worker's calls: out of reach
+    assert not may_start_early(None, SimpleNamespace(test=[]), router, local)
+    assert not may_start_early(None, task, LLMRouter({r: Gate() for r in ROLES}), local)   # no cache
+    router.ledger.budget = Budget(max_tokens=10 ** 9)
+    assert not may_start_early(None, task, router, local)                # a spend cap
