@@ -52,7 +52,7 @@ class Confirmation:
     chain_calls: int = 0                               # dependent calls, batch after batch
     rounds: list[dict] = field(default_factory=list)   # per look: items bought before it, leader, gaps
     stop: str = ""                                     # why buying stopped (see the module docstring)
-    budget: dict = field(default_factory=dict)         # unit, allowance, spent, share
+    budget: dict = field(default_factory=dict)         # unit, share, allowance, spent, racer_items
 
     def champion(self, rule: str) -> str:
         return self.static_id if rule == "static" or not self.confirmed_id else self.confirmed_id
@@ -156,7 +156,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
         for p, res in results.items():
             evidence[p].update(scored(res.cases))
         out.chain_calls += max((r.chain_calls for r in results.values()), default=0)
-        money.used += money.cost(need)
+        money.buy(need)
         out.items += pick
         sources["bought"].update(qid(i) for i in pick)
         chosen = set(pick)

@@ -69,6 +69,7 @@ class RaceBudget:
         self.costs = dict(costs or {})
         self.allowance = math.inf if share is None else share * asked_before
         self.used = 0.0                                # what the items bought so far cost
+        self.racer_items = 0                           # racers scored on an item, over all batches
 
     @classmethod
     def for_race(cls, share: float | None, events: list, static_size: int, statics: dict) -> "RaceBudget":
@@ -87,6 +88,10 @@ class RaceBudget:
         """What scoring each racer on its items costs."""
         return sum(len(items) * self.costs.get(p, 1.0) for p, items in need.items())
 
+    def buy(self, need: dict[str, list]) -> None:
+        self.used += self.cost(need)
+        self.racer_items += sum(len(items) for items in need.values())
+
     def left(self) -> float:
         return self.allowance - self.used
 
@@ -98,4 +103,5 @@ class RaceBudget:
     def to_dict(self) -> dict:
         rnd = (lambda x: round(x)) if self.unit == "tokens" else (lambda x: round(x, 3))  # noqa: E731
         return {"unit": self.unit, "share": self.share,
-                "allowance": rnd(self.allowance) if self.limited else None, "spent": rnd(self.used)}
+                "allowance": rnd(self.allowance) if self.limited else None, "spent": rnd(self.used),
+                "racer_items": self.racer_items}

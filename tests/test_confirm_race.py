@@ -131,7 +131,7 @@ def test_the_budget_share_of_the_questions_asked_stops_buying_and_is_never_passe
     got = champion.confirm(evo, top=3, size=400, split_seed=42, rounds=10, budget=0.1)
     bought = sum(len(ix) for _, ix in asked)
     assert got.stop == "budget" and got.budget == {"unit": "questions", "share": 0.1, "allowance": 37.5,
-                                                   "spent": bought}
+                                                   "spent": bought, "racer_items": bought}
     assert 37.5 - 3 < bought <= 37.5 and len(got.items) == bought // 3 < 400
     # Runtime fixes score the child again; a gate failure scores nothing.
     from mstar.race_budget import questions_asked
@@ -170,6 +170,7 @@ def test_the_budget_is_a_share_of_the_tokens_asked_with_each_racer_s_items_at_it
         cost = sum(len(ix) * price[src] for src, ix in asked)
         assert got.stop == "budget" and got.budget["unit"] == "tokens" and got.budget["allowance"] == 60_000
         assert got.budget["spent"] == cost <= 60_000 and cost > 60_000 - sum(price.values())
+        assert got.budget["racer_items"] == sum(len(ix) for _, ix in asked)
         spent[name] = len(got.items)
     assert spent["costly"] < spent["cheap"] == 20, spent
     # A racer whose cases file predates the counts: the race counts questions, as before.

@@ -45,8 +45,8 @@ def test_an_evolution_on_ray_matches_the_local_one_and_counts_each_call_once(tmp
     static = len(json.loads((remote / "split.json").read_text())["static"])
     test_n = len(json.loads((remote / "cases" / f"{summary['best_id']}.test.json").read_text())["cases"])
     confirmed = next(e for e in evs if isinstance(e, ev_types.ConfirmationEvent))
-    # The race scores each racer on each item it buys that the racer lacks: its budget's "spent".
-    expected = (static * len(ev_types.seeds(evs)) + confirmed.budget["spent"]
+    # The race scores each racer on each item it buys that the racer lacks: its budget's "racer_items".
+    expected = (static * len(ev_types.seeds(evs)) + confirmed.budget["racer_items"]
                 + sum(len(e.rotating_batch) + (static if e.added_child else 0) for e in ev_types.iterations(evs))
                 + test_n * len({summary["best_id"], summary["best_seed_id"] or summary["best_id"]}))
     assert sum(r["kind"] == "answer" for r in usage) == expected

@@ -96,7 +96,7 @@ class ConfirmationEvent:
                                             # leader, runner_up, gap, gaps (each with its verdict), spent
     stop: str = ""                          # why it stopped buying: decided, tied, budget, cap, run budget
     bought: list = field(default_factory=list)   # the validation indices bought, in order
-    budget: dict = field(default_factory=dict)   # unit (usd / tokens), share, allowance, spent
+    budget: dict = field(default_factory=dict)   # unit (tokens / questions), share, allowance, spent, racer_items
     llm: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)   # seconds (the test's are apart), chain_calls
 
