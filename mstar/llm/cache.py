@@ -37,6 +37,21 @@ def request_key(identity: dict, messages: list[dict], params: dict, occurrence: 
     return digest if occurrence is None else f"{digest}#{occurrence}"
 
 
+def _while_locked(statement, patience_s: float = 30.0) -> None:
+    """Run `statement`, again while another process holds the file: SQLite answers "database is
+    locked" at once, without its busy handler, to a connection switching to WAL while another
+    one sets the file up (4 processes opening one new cache: 1 of 160 failed so)."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            statement()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 class ResponseCache:
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
@@ -45,11 +60,11 @@ class ResponseCache:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
             self._conn.execute("PRAGMA busy_timeout=60000")
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            _while_locked(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
             self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute(
+            _while_locked(lambda: self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, role TEXT, model TEXT, "
-                "response TEXT NOT NULL, created REAL NOT NULL)")
+                "response TEXT NOT NULL, created REAL NOT NULL)"))
         except (OSError, sqlite3.Error) as exc:
             raise LLMError(f"cannot open the response cache at {self.path}: {exc} "
                            "(delete the file, choose another --cache-dir, or pass --no-cache)") from exc
