@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from mstar import champion as champ
+from mstar.held_out import SCOPE as TEST_SCOPE
 from mstar.run import events
 from mstar.run.summary import RunSummary, write_summary
 
@@ -95,14 +96,14 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
                             pick_rule=rule, picks=picks, early_stop=early)
     if stop is not None:  # no test event: the run is not finished, `mstar resume` continues it
         evo._event(events.StoppedEvent(reason=stop.reason, iteration=iterations, kind=stop.kind,
-                                       llm=evo.router.spent_in("test")))
+                                       llm=evo.router.spent_in(TEST_SCOPE)))
         return summary
     # The test event is written last: a run is finished exactly when its lineage ends with it.
     evo._event(events.TestEvent(
         program_id=best.program_id, test_score=summary.test_score, per_category=summary.test_per_category,
         case_errors=test.case_errors if test else 0, best_seed_id=seed.program_id,
         best_seed_test_score=summary.best_seed_test, gain=summary.test_gain, picks=picks,
-        llm=evo.router.spent_in("test"),
+        llm=evo.router.spent_in(TEST_SCOPE),
         timing={"eval_s": round(test.seconds, 3) if test else 0.0, "chain_calls": test.chain_calls if test else 0,
                 "write_s": max((r.write_seconds for r in tests.values()), default=0.0),   # the slowest program's
                 "read_cpu_s": max((r.read_cpu_seconds for r in tests.values()), default=0.0),
@@ -115,7 +116,7 @@ def _stopped_before_seeds(evo, t_start: float, stop: Stop | None, iterations: in
     stop = stop or Stop("no seed was evaluated", "endpoint")
     summary = write_summary(evo, None, None, iterations, time.perf_counter() - t_start, stop.reason, stop.kind)
     evo._event(events.StoppedEvent(reason=stop.reason, iteration=iterations, kind=stop.kind,
-                                   llm=evo.router.spent_in("test")))
+                                   llm=evo.router.spent_in(TEST_SCOPE)))
     return summary
 
 

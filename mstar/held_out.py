@@ -115,10 +115,9 @@ class HeldOutTests:
 
     def close(self) -> None:
         """Cancel what no one took, and wait: no call outlives the run."""
-        for pid in self.started():
-            with self._lock:
-                future, _ = self._runs[pid]
-            if not future.done():
-                self.cancel(pid)
+        with self._lock:
+            running = [pid for pid, (future, _) in self._runs.items() if not future.done()]
+        for pid in running:
+            self.cancel(pid)
         self._pool.shutdown(wait=True, cancel_futures=True)
 

@@ -102,9 +102,10 @@ class BackgroundShare:
 
     def held(self, priority: int | None):
         """The context a call of this priority (None: not background work) is sent in."""
+        if priority is None:            # every call the run waits on: nothing to hold here
+            return contextlib.nullcontext()
         stack = contextlib.ExitStack()
         if priority == IDLE:
             stack.enter_context(self.idle.held(priority))
-        if priority is not None:
-            stack.enter_context(self.any.held(priority))
+        stack.enter_context(self.any.held(priority))
         return stack
