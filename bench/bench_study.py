@@ -12,7 +12,7 @@ most --jobs at once; everything else at its default: `--pick confirmed`, `--conf
 - summary.json: the champion of each rule (confirmed / static) with its test score, the best
   seed by static score and its test score;
 - cases/<id>.test.json: the per-question test scores, so each rule's champion gets its paired
-  difference to the best seed with a 95% bootstrap interval (mstar.stats, 10,000 resamples);
+  difference to the best seed with a 95% bootstrap interval (mstar.final.stats, 10,000 resamples);
 - lineage.jsonl: children and the ones marked "no behavioural change" (and, for the second
   table, each child's edit kind with its paired static evidence against its parent), and the
   confirmation's LLM calls and items;
@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # bench/regret.py
 
 from mstar.run import events as ev_types  # noqa: E402
-from mstar.stats import PairedDiff, paired_bootstrap, paired_scores  # noqa: E402
+from mstar.final.stats import PairedDiff, paired_bootstrap, paired_scores  # noqa: E402
 
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 RULES = ("confirmed", "static")

@@ -2,23 +2,25 @@
 
 Where things are:
   loop.py        the evolution loop (paper Algorithm 1a); the only writer of the pool
-  finish.py      a run's end: champion.py (confirmation), the test, the summary
-  race.py        the confirmation's stopping rule: paired verdicts, their error rate, ties
-  behaviour.py   what a child changed: same code, same answers (no-change children)
-  stats.py       paired bootstrap intervals
+  iteration/     one iteration's parts: reflect (prompt, reply), mutate (patch -> gates -> child),
+                 behaviour (no-change children), rotating_prefetch (the next batch, asked ahead)
+  final/         a run's end: finish (confirm, test, summary), champion and race (the confirmation),
+                 race_budget, held_out (tests, some started early), stats (paired intervals),
+                 comparison (`mstar baselines`)
   strategies/    the algorithm's decisions: parent selection, failed cases, references, acceptance,
                  when the run stops
+  pool.py        the programs of a run with parents and scores
   evaluation/    one evaluation (Algorithm 1b): ingest, read, answer (or play), score; kept knowledge bases
   execution/     where evaluations run: local, or a Ray cluster
   interactive/   interactive tasks: environment protocol, games in their own process
   agent.py       the task agent's prompts and reply parsing
-  reflect.py     the reflector's prompt and reply;  mutate.py  reply -> patch -> gates -> child
+  ast_guard.py   one lock around the engine's own uses of the `ast` module (thread safety)
+  config.py      the run configuration: one frozen dataclass tree, resolved once at start
   prompts/       the paper's prompt wording (--prompts paper)
   gepa/          the GEPA baselines (an adapter for the gepa package)
   patch/         V4A patches: parse, locate, apply, make
   program/       programs as the engine sees them: built-in sources, frozen parts, the contract
   split/         static set (k-means), training episodes (facility location), rotating batches
-  pool.py        the programs of a run with parents and scores
   llm/           one router over four roles: backends, retries, cache, ledger, budgets
   offline/       the deterministic offline models that serve every role with no network
   tasks/         task loaders (sample, LoCoMo, rubric, finance, ALFWorld, JSONL) and metrics
@@ -26,6 +28,8 @@ Where things are:
   commands/      one module per CLI subcommand;  cli.py  the `mstar` entry point
   testing/       a local OpenAI-compatible fake server for tests and benchmarks
   api.py         MemoryProgram: use an exported program in your own agent
-  memory/        where the winner goes: persistent stores, namespaces, migration, the MCP server
+  memory/        where the winner goes: the sandboxed program, persistent stores, namespaces,
+                 migration, the MCP server
+  ui/            `mstar ui`: the live, read-only view of runs
 The sandbox that runs programs is its own package, `sandbox/`.
 """

@@ -97,7 +97,7 @@ def build_query_messages(instruction: str, question: str, schema: list[dict], *,
 def formulation_messages(info, queries) -> list[list[dict]]:
     """The query-formulation prompt of each query (QueryItem) for a loaded program (LoadInfo
     `info`): they depend only on its INSTRUCTION_QUERY and query schema, so a coming
-    evaluation's prompts can be asked ahead (mstar/rotating_prefetch.py)."""
+    evaluation's prompts can be asked ahead (mstar/iteration/rotating_prefetch.py)."""
     return [build_query_messages(info.constants["INSTRUCTION_QUERY"], q.question, info.query_schema)
             for q in queries]
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mstar.program.loaded import (Answer, Ingested, LLMFn, MemoryProgramError, SandboxedProgram,  # noqa: F401
+from mstar.memory.sandboxed import (Answer, Ingested, LLMFn, MemoryProgramError, SandboxedProgram,  # noqa: F401
                                   _as_llm_fn, as_router, llm_config)
 
 if TYPE_CHECKING:

@@ -82,7 +82,7 @@ class EvolutionConfig:
     rotating: str = "fresh"            # "fresh": the parent is evaluated on a new rotating batch (paper);
                                        # "reuse": its static-set cases are reused (the official code)
     prefetch: bool = True              # with "fresh", the next batch is evaluated ahead for the likely next
-                                       # parents (mstar/rotating_prefetch.py; needs the response cache)
+                                       # parents (mstar/iteration/rotating_prefetch.py; needs the response cache)
     keep_sessions: int = 8             # ingested knowledge bases kept alive for the next evaluation
     outage_threshold: float = 0.2      # failed share of an evaluation's LLM calls that stops the run
     executor: str = "local"            # "local" or "ray"
@@ -92,11 +92,11 @@ class EvolutionConfig:
     split_seed: int = 42               # the static set and episodes depend on this, not on `seed`
                                        # (the paper fixes the split and varies the evolution)
     confirm_top: int = 3               # before the test the best programs by static score race on
-                                       # paired evidence (mstar/champion.py), buying at most ...
+                                       # paired evidence (mstar/final/champion.py), buying at most ...
     confirm_size: int = 200            # ... this many more validation items (0 = no confirmation),
     confirm_rounds: int = 10           # ... in at most this many batches (1 = one sample),
     confirm_budget: float | None = 0.1 # ... on at most this share of the tokens the run asked before
-                                       # (mstar/race_budget.py; None: no limit)
+                                       # (mstar/final/race_budget.py; None: no limit)
     pick: str = "confirmed"            # the champion: "confirmed" (the race's leader) or "static"
     test_both: bool = False            # also test the other rule's choice (a comparison, not the run's need)
     prompts: str = "mstar"             # prompt wording: "mstar" (the project's) or "paper" (Appendix G/H)

@@ -3,7 +3,7 @@
 Evaluate the seeds on the static set -> for each iteration: pick a parent (strategies.selection),
 look at its cases on a rotating minibatch, show the reflector failed cases (strategies.failures)
 and reference programs (strategies.references), apply its patch and run the gates with up to k
-compile-fix rounds (mstar.mutate), evaluate the child on the static set and add it to the pool
+compile-fix rounds (mstar.iteration.mutate), evaluate the child on the static set and add it to the pool
 (strategies.acceptance) -> at the end score the best program on the held-out test set.
 
 Up to `parallel` iterations are in flight at once (steady state): an iteration sees the pool as
@@ -28,22 +28,22 @@ from mstar.config import RunConfig
 from mstar.evaluation import EndpointOutage, EvalResult, sandbox_limits
 from mstar.evaluation.records import failed_result
 from mstar.execution import EvalJob, Executor, make_executor
-from mstar.finish import Stop as _Stop
-from mstar.finish import finish_run
-from mstar.held_out import HeldOutTests, may_start_early
+from mstar.final.finish import Stop as _Stop
+from mstar.final.finish import finish_run
+from mstar.final.held_out import HeldOutTests, may_start_early
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
 from mstar.llm.types import FatalLLMError
-from mstar.behaviour import same_answers
-from mstar.champion import paired_gain
-from mstar.mutate import fix_at_run_time, propose_child
+from mstar.iteration.behaviour import same_answers
+from mstar.final.champion import paired_gain
+from mstar.iteration.mutate import fix_at_run_time, propose_child
 from mstar.pool import Pool, PoolEntry
 from mstar.program.sources import load_program_source
-from mstar.reflect import ReflectionInput, build_reflection_messages
-from mstar.rotating_prefetch import RotatingPrefetch
+from mstar.iteration.reflect import ReflectionInput, build_reflection_messages
+from mstar.iteration.rotating_prefetch import RotatingPrefetch
 from mstar.run import events
 from mstar.run.store import RunStore
-from mstar.run.summary import RunSummary
+from mstar.final.summary import RunSummary
 from mstar.split import Split, make_split
 from mstar.split.embed import make_embedder
 from mstar.strategies import FailureMemory, Strategies
@@ -214,7 +214,7 @@ class Evolution:
             lineage = self.pool.lineage_lines(parent.program_id)
             tried = self.failures.notes(parent.program_id)
             reference = self.reference_id()
-        # Guesses at the next iteration's rotating evaluation; this one's guessed (mstar/rotating_prefetch.py).
+        # Guesses at the next iteration's rotating evaluation; this one's guessed (mstar/iteration/rotating_prefetch.py).
         next_rng = lambda: iteration_rng(ev.seed, iteration + 1)   # noqa: E731
         self.prefetch.ahead(iteration, seen, parent, self.strategies.selection.select, next_rng)
         waited = self.prefetch.settle(iteration, parent.source)
@@ -322,7 +322,7 @@ class Evolution:
         return source, res
 
     def finish(self, t_start: float, stop: _Stop | None = None, iterations_done: int | None = None) -> RunSummary:
-        """Champion, test and summary (mstar/finish.py)."""
+        """Champion, test and summary (mstar/final/finish.py)."""
         iterations = self.cfg.evolution.iterations if iterations_done is None else iterations_done
         return finish_run(self, t_start, stop, iterations, ENDPOINT_ERRORS)
 
@@ -342,7 +342,7 @@ class Evolution:
                 self.evaluate_seeds()
             except ENDPOINT_ERRORS as exc:
                 return self.finish(t0, _Stop(_endpoint_reason(exc, "the seed evaluations"), "endpoint"), done_before)
-            self.held_out.start_early(self.pool.best_seed())   # tested whatever comes next (mstar/held_out.py)
+            self.held_out.start_early(self.pool.best_seed())   # tested whatever comes next (mstar/final/held_out.py)
             stop, done = self._iterations(todo)
             return self.finish(t0, stop, done_before + done if stop else None)
         finally:

@@ -13,7 +13,7 @@ class PoolEntry:
     static_score: float
     title: str = ""                    # commit title ("seed: <name>" for seeds)
     per_category: dict[str, float] = field(default_factory=dict)
-    no_change: bool = False            # answered every static item as its parent did (mstar.behaviour)
+    no_change: bool = False            # answered every static item as its parent did (mstar.iteration.behaviour)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -173,3 +173,69 @@ def test_a_run_folder_written_before_the_layout_change_still_loads(tmp_path):
     (run / "lineage.jsonl").write_text("\n".join(lines[:4]) + "\n")
     state = load_state(RunStore(run))
     assert not state.finished and state.next_iteration == 2 and len(state.seeds_done) == 3
+
+
+# The floors of the house, lowest first: a module may import its own floor and the floors below.
+# An import that goes up is allowed only when the importing module's docstring says so
+# ("Imports upward: ... <the room>"), so that every exception is explained where it is made.
+FLOORS = (
+    ("sandbox", "seeds", "baselines", "mstar.patch", "mstar.ast_guard", "mstar.program", "mstar.config",
+     "mstar.prompts", "mstar.agent", "mstar.tasks", "mstar.split", "mstar.interactive"),
+    ("mstar.offline", "mstar.llm"),
+    ("mstar.pool", "mstar.strategies", "mstar.evaluation", "mstar.execution", "mstar.run"),
+    ("mstar.iteration", "mstar.final", "mstar.gepa"),
+    ("mstar.loop",),
+    ("mstar.library", "mstar.trackers", "mstar.memory", "mstar.api", "mstar.ui", "mstar.testing"),
+    ("mstar.commands", "mstar.cli", "mstar"),
+)
+MAX_TOP_LEVEL_MODULES = 12
+
+
+def _room(module: str) -> str:
+    rooms = [r for floor in FLOORS for r in floor if module == r or module.startswith(r + ".")]
+    assert rooms, f"{module} is in no floor of FLOORS: add its room"
+    return max(rooms, key=len)
+
+
+def _floor(room: str) -> int:
+    return next(i for i, floor in enumerate(FLOORS) if room in floor)
+
+
+def test_imports_go_down_the_floors_or_say_why():
+    import ast as _ast
+    unexplained = []
+    for module, deps in GRAPH.items():
+        doc = _ast.get_docstring(_ast.parse(MODULES[module].read_text(encoding="utf-8"))) or ""
+        for dep in deps:
+            here, there = _room(module), _room(dep)
+            if _floor(there) > _floor(here) and not ("Imports upward" in doc and there in doc):
+                unexplained.append(f"{module} -> {dep}")
+    assert sorted(unexplained) == []
+
+
+def test_the_top_of_mstar_stays_short():
+    top = sorted(p.name for p in (ROOT / "mstar").glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, f"{len(top)} modules loose at the top of mstar/: {top}"
+
+
+def test_every_package_has_a_module_map():
+    """A package's __init__ docstring names each of its modules (STYLE.md: the module map)."""
+    missing = []
+    for init in ROOT.joinpath("mstar").rglob("__init__.py"):
+        doc = init.read_text(encoding="utf-8")
+        for path in init.parent.glob("*.py"):
+            if path.name != "__init__.py" and path.name not in doc and path.stem not in doc:
+                missing.append(str(path.relative_to(ROOT)))
+    assert missing == []
+
+
+DOCUMENTED_IMPORTS = ("mstar.api:MemoryProgram", "mstar.api:llm_config", "mstar.api:as_router",
+                      "mstar.testing.fake_server:main", "mstar.tasks:load_task", "mstar.tasks:Task",
+                      "mstar.memory.service:StoredMemory")
+
+
+@pytest.mark.parametrize("path", DOCUMENTED_IMPORTS)
+def test_documented_import_paths_still_import(path):
+    import importlib
+    module, _, name = path.partition(":")
+    assert hasattr(importlib.import_module(module), name)

@@ -1,4 +1,4 @@
-"""The comparison table (mstar.comparison), `mstar baselines`, program resolution of baseline
+"""The comparison table (mstar.final.comparison), `mstar baselines`, program resolution of baseline
 names, and evolution runs seeded from baselines. Real sandbox workers, offline LLM backend."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mstar.cli import main
-from mstar.comparison import (DEFAULT_PROGRAMS, ComparisonTable, ProgramScore, category_columns,
+from mstar.final.comparison import (DEFAULT_PROGRAMS, ComparisonTable, ProgramScore, category_columns,
                               compare, render_markdown, select_queries)
 from mstar.config import LLMConfig
 from mstar.llm.router import LLMRouter
@@ -32,7 +32,7 @@ def test_category_columns_put_known_categories_first_with_counts():
 
 
 def test_alfworld_task_types_get_the_papers_order_and_names_and_corrupt_games_leave_the_n():
-    from mstar.comparison import category_label
+    from mstar.final.comparison import category_label
     qs = [QueryItem(str(i), "g", "", c) for i, c in enumerate(
         ["pick_two_obj_and_place", "pick_heat_then_place_in_recep", "pick_and_place_simple",
          "look_at_obj_in_light", "look_at_obj_in_light"])]

@@ -1,12 +1,12 @@
-"""A confirmation that costs little (issue 28): the race's stopping rule (mstar/race.py) and the
-race itself (mstar/champion.py) on scripted scores -- what it buys, when it stops, whom it picks."""
+"""A confirmation that costs little (issue 28): the race's stopping rule (mstar/final/race.py) and the
+race itself (mstar/final/champion.py) on scripted scores -- what it buys, when it stops, whom it picks."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
 
-from mstar import champion, race
+from mstar.final import champion, race
 from mstar.evaluation.records import CaseResult, EvalResult
 from mstar.pool import Pool, PoolEntry
 
@@ -134,7 +134,7 @@ def test_the_budget_share_of_the_questions_asked_stops_buying_and_is_never_passe
                                                    "spent": bought, "racer_items": bought}
     assert 37.5 - 3 < bought <= 37.5 and len(got.items) == bought // 3 < 400
     # Runtime fixes score the child again; a gate failure scores nothing.
-    from mstar.race_budget import questions_asked
+    from mstar.final.race_budget import questions_asked
     from mstar.run import events as ev_types
     fixed = ev_types.IterationEvent(1, "seed_0", status="ok", program_id="iter_001", rotating_batch=[1, 2],
                                     runtime_fixes=[{"round": 1, "status": "ok", "static_score": 0.5}])
@@ -229,7 +229,7 @@ def json_kind(line: str) -> str:
 
 
 def test_the_best_seeds_test_starts_while_the_race_is_still_asking(tmp_path):
-    # The best seed is tested whatever the race decides (mstar/finish.py): its test's first request
+    # The best seed is tested whatever the race decides (mstar/final/finish.py): its test's first request
     # goes out before the race's last reply is back, instead of after the confirmation event.
     from failure_helpers import SMALL, endpoint, usage
 

@@ -68,7 +68,7 @@ def test_the_evaluation_sums_its_reads_cpu_into_the_lineage(small_run):
 
 def test_an_evaluation_counts_what_its_questions_and_its_writes_asked(small_run):
     """EvalResult.question_tokens (what the confirmation's race prices a racer's items by,
-    mstar/race_budget.py) and write_tokens, against the ledger's own records of each seed: the
+    mstar/final/race_budget.py) and write_tokens, against the ledger's own records of each seed: the
     extractions are the writes' tokens, every other call of the seed (formulations, the reads'
     toolkit calls, answers) the questions'."""
     out = small_run

@@ -1,4 +1,4 @@
-"""Tests started before the run's end (mstar/held_out.py) and the background work they run as
+"""Tests started before the run's end (mstar/final/held_out.py) and the background work they run as
 (mstar/llm/scope.py: Background): background calls hold at most half the cap, a cancelled piece
 of work sends nothing more, a promoted one goes as any other; in a run, the best seed's test runs
 during the iterations and gives the result it gives at the end."""
@@ -14,7 +14,7 @@ from failure_helpers import endpoint, events, usage
 from gate_helpers import Gate, wait_until
 
 from mstar.cli import main
-from mstar.held_out import HeldOutTests
+from mstar.final.held_out import HeldOutTests
 from mstar.llm import scope as llm_scope
 from mstar.llm.cache import ResponseCache
 from mstar.llm.router import LLMRouter, RolePolicy
@@ -190,7 +190,7 @@ def test_the_best_seed_is_tested_during_the_iterations_with_the_result_it_has_at
 
 
 def test_tests_start_early_only_with_the_cache_in_this_process_and_no_spend_cap(tmp_path):
-    from mstar.held_out import may_start_early
+    from mstar.final.held_out import may_start_early
     from mstar.llm.budget import Budget
     task = SimpleNamespace(test=[object()])
     reuse = {r: RolePolicy(cache="reuse") for r in ("task", "toolkit")}

@@ -11,7 +11,7 @@ from mstar.llm.offline_backend import OfflineBackend
 from mstar.llm.openai_backend import OpenAIBackend
 from mstar.llm.router import LLMRouter
 from mstar.loop import Evolution
-from mstar.mutate import propose_child
+from mstar.iteration.mutate import propose_child
 from mstar.patch import make_patch
 from mstar.run.store import RunStore
 from mstar.tasks import load_task

@@ -29,7 +29,7 @@ from mstar.offline.repairs import repair
 from mstar.offline.task_model import is_directive, read_directives
 from mstar.offline.text import split_sentences
 from mstar.patch import apply_patch
-from mstar.reflect import (ReflectionInput, ReplyError, build_compile_fix_messages,
+from mstar.iteration.reflect import (ReflectionInput, ReplyError, build_compile_fix_messages,
                            build_reflection_messages, parse_reply)
 from sandbox.worker.embedding import HashingEmbeddingFunction
 from sandbox.worker.static_gate import check_source
@@ -441,7 +441,7 @@ def test_ablation_modes_restrict_the_offline_catalogue():
     from mstar.config import SandboxConfig
     from mstar.program.frozen import check_frozen
     from mstar.patch import apply_patch
-    from mstar.reflect import ReflectionInput, build_reflection_messages
+    from mstar.iteration.reflect import ReflectionInput, build_reflection_messages
 
     src = open("seeds/vector_search.py").read()
     for mode in ("instructions", "code"):

@@ -145,7 +145,7 @@ def test_before_any_child_the_plan_prices_an_iteration_at_the_best_seed_not_the_
 
 
 def test_the_prefetchs_guesses_count_in_the_projection_though_no_event_carries_them():
-    # Two iterations of 10 calls each were recorded; the prefetch (mstar/rotating_prefetch.py) sent
+    # Two iterations of 10 calls each were recorded; the prefetch (mstar/iteration/rotating_prefetch.py) sent
     # 6 more calls under its own scope, which the events do not carry: 3 more per iteration.
     calls = [_record("answer", 10, "seed_a")] * 2
     guessed = {"calls": 6, "prompt_tokens": 600, "completion_tokens": 0}

@@ -13,7 +13,7 @@ from mstar.llm.router import LLMRouter
 from mstar.offline.judge_model import OfflineJudgeModel
 from mstar.offline.reflector_model import OfflineReflectorModel
 from mstar.offline.task_model import OfflineTaskModel
-from mstar.reflect import ReflectionInput, build_compile_fix_messages, build_reflection_messages, parse_reply
+from mstar.iteration.reflect import ReflectionInput, build_compile_fix_messages, build_reflection_messages, parse_reply
 from mstar.tasks import load_task
 from mstar.tasks.judging import answer_judge_messages, rubric_messages
 

@@ -127,6 +127,6 @@ def test_which_reads_run_one_at_a_time():
 @pytest.mark.parametrize("wording", ["ours", "paper"])
 def test_the_interface_spec_says_reads_overlap_and_which_run_alone(wording):
     from mstar.prompts.paper_reflector import paper_interface_spec
-    from mstar.reflect import interface_spec
+    from mstar.iteration.reflect import interface_spec
     spec = (interface_spec if wording == "ours" else paper_interface_spec)(SandboxConfig())
     assert "concurrently" in spec and "one at a time" in spec

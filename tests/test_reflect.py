@@ -2,7 +2,7 @@
 import pytest
 
 from mstar.config import SandboxConfig
-from mstar.reflect import (ReflectionInput, ReplyError, build_compile_fix_messages,
+from mstar.iteration.reflect import (ReflectionInput, ReplyError, build_compile_fix_messages,
                            build_reflection_messages, parse_reply)
 
 SRC = open("seeds/vector_search.py").read()
@@ -75,7 +75,7 @@ def test_parse_reply_rejects_unusable_replies(reply, msg):
 import os
 from pathlib import Path
 
-from mstar.reflect import fit_to_budget, reflection_sections
+from mstar.iteration.reflect import fit_to_budget, reflection_sections
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "reflection_prompt.txt"
 

@@ -6,7 +6,7 @@ from mstar.config import SandboxConfig
 from mstar.offline.reflector_model import OfflineReflectorModel, parse_reflection_prompt
 from mstar.offline.paper_forms import tagged_reflector_prompt
 from mstar.prompts.sections import rubric_verdicts, split_cases
-from mstar.reflect import ReflectionInput, build_reflection_messages
+from mstar.iteration.reflect import ReflectionInput, build_reflection_messages
 
 SRC = open("seeds/vector_search.py").read()
 

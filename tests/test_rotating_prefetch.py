@@ -1,5 +1,5 @@
 """The next iteration's rotating evaluation, run ahead for its likely parents while this one
-works (mstar/rotating_prefetch.py): the same lineage, no request left in its chain when the guess
+works (mstar/iteration/rotating_prefetch.py): the same lineage, no request left in its chain when the guess
 was right, a bounded cost when it was not."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from failure_helpers import endpoint, events, stable, usage
 
 from mstar.cli import main
 from mstar.pool import PoolEntry
-from mstar.rotating_prefetch import RotatingPrefetch, next_parents
+from mstar.iteration.rotating_prefetch import RotatingPrefetch, next_parents
 from mstar.strategies.selection import SoftmaxSelection
 from mstar.testing.fake_server import FakeOpenAIServer, offline_responder
 

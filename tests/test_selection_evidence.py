@@ -13,7 +13,7 @@ from mstar.loop import Evolution
 from mstar.patch import make_patch
 from mstar.run import events as ev_types
 from mstar.run.store import RunStore
-from mstar.stats import paired_bootstrap
+from mstar.final.stats import paired_bootstrap
 from mstar.tasks import load_task
 from test_mutate import SEED, reply, scripted  # noqa: F401  (the fixture)
 
@@ -30,7 +30,7 @@ def test_the_paired_interval_sees_a_small_consistent_gain_that_unpaired_noise_wo
     assert paired_bootstrap(better, base).to_dict() == gain.to_dict()   # seeded: same scores, same interval
 
 
-# The race before the test (mstar/champion.py, mstar/race.py) is tested in test_confirm_race.py.
+# The race before the test (mstar/final/champion.py, mstar/final/race.py) is tested in test_confirm_race.py.
 
 
 def test_pick_static_keeps_the_papers_rule_and_both_choices_are_recorded(tmp_path):

@@ -1,6 +1,48 @@
 """One module per CLI subcommand; each has `register(subparsers)`.
 
 Adding a command = adding a module here and its name to COMMANDS in mstar/cli.py.
+
+  baselines.py  `mstar baselines`: score a set of memory programs on a task's test split and
+                print a table like the paper's Table 1 (per-category columns, Overall last);
+                optionally write it as markdown + JSON
+  check.py      `mstar check PROGRAM.py [--json] ...`: every gate in a real sandbox worker, with
+                the offline toolkit model answering the program's LLM calls
+  eval.py       `mstar eval PROGRAM --task T [--split test|validation|static]`: score any
+                program file (a seed, a baseline, an exported winner) on a task, with per-
+                category scores
+  evolve.py     `mstar evolve`: launch an evolution run (also `python evolve.py ...`)
+  exits.py      How `mstar evolve` and `mstar resume` end when they cannot go on: Ctrl-C,
+                SIGTERM, a disk that is full or read-only
+  export.py     `mstar export RUN [--program ID] --out FILE`: one program of a run (default: the
+                best) as a standalone file with a header comment: run, task, scores, lineage,
+                models (mstar/run/export.py)
+  lineage.py    `mstar lineage RUN`: the run's tree of programs with score deltas, commit titles
+                and markers (BEST, REGRESSION, FAILED, DUPLICATE, ERROR)
+  llm_flags.py  The LLM options every command that calls a model shares (evolve, eval,
+                baselines, serve, memory): which backend and model serve each role, the config
+                file and overrides, the response cache, and how calls meet an endpoint (--max-
+                in-flight, --rpm / --tpm, --rate-limit-patience)
+  memory.py     `mstar memory info STORE` and `mstar memory migrate STORE --program NEW [--out
+                DIR]`: look at a memory store, and move its memory to a better program
+                (mstar/memory/migrate.py)
+  prechecks.py  What `mstar evolve` (and `mstar resume`) check before they spend anything or
+                create a folder: seed programs that pass the sandbox's gates, and LLM endpoints
+                that answer (the preflight)
+  report.py     `mstar report RUN [--out FILE]`: one self-contained HTML report of a run
+                (mstar/run/report.py)
+  resume.py     `mstar resume RUN`: continue a run that stopped before it finished (see
+                mstar/run/resume.py)
+  runs.py       `mstar runs`: the run folders under --runs-dir with task, progress, best score,
+                spend and status
+  serve.py      `mstar serve PROGRAM --store DIR`: serve a memory program over MCP, kept in a
+                store folder (mstar/memory/server.py; the [serve] extra)
+  show.py       `mstar show RUN PROGRAM`: one program's source, its diff against its parent, its
+                per-case results and the reflector's commit message and attempts
+  ui.py         `mstar ui [--runs-dir runs] [--host 127.0.0.1] [--port 8787] [--token T]`: a
+                local, read-only, live web app over the run folders (mstar/ui/)
+  wiring.py     The run's LLM router and what hangs on it, shared by `mstar evolve` and `mstar
+                resume`: usage records into the run folder, the live progress display, the seed
+                ids the progress lines fit
 """
 
 import sys

@@ -68,7 +68,7 @@ def register(sub) -> None:
 
 
 def parse_programs(text: str | None) -> list[str]:
-    from mstar.comparison import DEFAULT_ROWS
+    from mstar.final.comparison import DEFAULT_ROWS
     if not text:
         return list(DEFAULT_ROWS)
     names = [p.strip() for p in text.split(",") if p.strip()]
@@ -92,7 +92,7 @@ def cmd_baselines(args) -> int:
     from mstar import prompts
     from mstar.commands import load_task_or_report, task_options
     from mstar.commands.llm_flags import resolve_llm
-    from mstar.comparison import OPTIMISED
+    from mstar.final.comparison import OPTIMISED
     from mstar.llm.router import LLMRouter
     from mstar.llm.settings import ConfigError
     from mstar.llm.types import LLMError
@@ -135,7 +135,7 @@ def cmd_baselines(args) -> int:
 
 
 def _compare_and_print(args, task, programs, router, chosen, cache) -> int:
-    from mstar.comparison import OPTIMISED, GepaOptions, compare
+    from mstar.final.comparison import OPTIMISED, GepaOptions, compare
 
     say = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
 

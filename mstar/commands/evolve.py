@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mstar.commands import add_task_options, task_options
 from mstar.config import ROLES, EvolutionConfig, RunConfig, SandboxConfig
-from mstar.llm.live import both, cache_line
+from mstar.run.live_spend import both, cache_line
 from mstar.run.progress import ProgressPrinter  # noqa: F401  (re-exported: it used to live here)
 # The LLM flags every command shares live in llm_flags.py; re-exported here, where they used to be.
 from mstar.commands.llm_flags import add_llm_args, check_llm_numbers, paced_line, resolve_llm  # noqa: F401
@@ -301,8 +301,8 @@ def exit_code(summary) -> int:
 
 
 def live_spend(router, cfg, task, evo, *, quiet: bool):
-    """Spend per role after each event, and the whole run's estimate after the seeds (mstar/llm/live.py)."""
-    from mstar.llm.live import LiveSpend
+    """Spend per role after each event, and the whole run's estimate after the seeds (mstar/run/live_spend.py)."""
+    from mstar.run.live_spend import LiveSpend
     from mstar.program.sources import load_program_source
     paid = any(cfg.llm.role(r).backend != "offline" for r in ROLES) or router.ledger.budget.active
     return LiveSpend(router, n_seeds=len(cfg.seeds), iterations=cfg.evolution.iterations,

@@ -60,7 +60,7 @@ def _resume(store, args) -> int:
     from mstar.commands.prechecks import preflight
     from mstar.commands.wiring import attach_store, live_display, make_router, seed_ids
     from mstar.run import events as ev_types
-    from mstar.llm.live import cache_line
+    from mstar.run.live_spend import cache_line
     from mstar.run.progress import ProgressPrinter
     from mstar.run.resume import load_state, prior_spend, repair_tails, resume_run
 

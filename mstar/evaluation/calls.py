@@ -6,7 +6,7 @@ answers, the judge's calls and the program's toolkit calls. It counts them and t
 questions asked -- formulations, reads' toolkit calls, answers, judging -- and its writes asked,
 sent or answered by the response cache: what scoring the program on one more question costs,
 which the confirmation's race prices its items by, and what writing a knowledge base again cost
-(mstar/race_budget.py).
+(mstar/final/race_budget.py).
 """
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ The loop hands an `EvalJob` (a program's source and which queries to score it on
                     fork server; the LLM calls an evaluation makes are returned with its result and
                     entered into the driver's ledger, so spend and budgets are counted once, on the
                     driver; an evaluation whose node dies is retried on another (Ray task retries)
+    ray_gate.py     one gate for every LLM call a cluster's evaluations make, on the driver
 """
 from __future__ import annotations
 

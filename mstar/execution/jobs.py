@@ -16,7 +16,7 @@ class EvalJob:
     `all_episodes` (the held-out test). `keep`: keep the ingested knowledge base for the next
     evaluation of the same program. `take_prestart`: use the worker started ahead for this
     program's coming static evaluation (False: a guess made beside that evaluation,
-    mstar/rotating_prefetch.py, must not take it)."""
+    mstar/iteration/rotating_prefetch.py, must not take it)."""
     source: str
     split: str = "validation"
     indices: tuple[int, ...] | None = None

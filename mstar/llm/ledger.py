@@ -19,7 +19,7 @@ _TASK_TAG = re.compile(r"<task>\s*([a-z_]+)\s*</task>")
 
 def call_kind(role: str, messages: list[dict]) -> str:
     """What a call is for: the task agent's and reflector's prompts open with a
-    <task> tag (mstar/agent.py, mstar/reflect.py); toolkit and judge calls are free-form."""
+    <task> tag (mstar/agent.py, mstar/iteration/reflect.py); toolkit and judge calls are free-form."""
     if role in ("toolkit", "judge"):
         return role
     text = str(messages[-1].get("content", "")) if messages else ""

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from mstar.llm.slots import LAST
 
 _scope: contextvars.ContextVar[str | None] = contextvars.ContextVar("mstar_llm_scope", default=None)
-# The next iteration's rotating evaluations run ahead (mstar/rotating_prefetch.py): in no lineage event,
+# The next iteration's rotating evaluations run ahead (mstar/iteration/rotating_prefetch.py): in no lineage event,
 # so what reads spend from the events adds this scope from the ledger (mstar/run/projection.py).
 PREFETCH = "prefetch"
 # Work that may use only the calls in flight the rest leaves free: the router sends its calls after

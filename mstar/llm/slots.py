@@ -10,7 +10,7 @@ back after 1.0 s instead of 0.6 s, at 300 ms a call). Here a waiting call goes b
 FIRST (an extraction a write waits for) before NORMAL (formulations, answers, judges, the
 toolkit's calls) before LAST (an extraction no write waits for -- the program's write() ignores
 its item -- which only its record needs, by the end of the evaluation) before IDLE (work the run
-needs only at its end: a test evaluation started early, mstar/held_out.py); within a priority,
+needs only at its end: a test evaluation started early, mstar/final/held_out.py); within a priority,
 calls go in the order they asked.
 
 A freed slot is handed to the chosen waiter directly: a thread arriving meanwhile cannot take it

@@ -1,9 +1,11 @@
 """Where the winner goes after a run: a memory that survives restarts, serves many users, and
-plugs into agents over MCP. Built on the program behind the public API (mstar.program.loaded, what
-mstar.api.MemoryProgram is; `MemoryProgram.open` opens a store from here) and the sandbox; the
+plugs into agents over MCP. Built on the sandbox; the public API (mstar.api.MemoryProgram,
+`MemoryProgram.open`) opens its programs and stores from here; the
 commands (`mstar serve`, `mstar memory`) are thin shells over it.
 
   module        the idea                                                   the rule it keeps
+  sandboxed.py  a program in its sandbox worker with the task agent        the program runs as in evolution: same
+                around it (what mstar.api.MemoryProgram is)                gates, limits, prompts; keys stay here
   log.py        a namespace's write log: one checksummed JSON line per     fsync'd before a write is acknowledged;
                 write (raw text, KnowledgeItem, toolkit replies, error)    a torn last line is dropped with a warning
   tape.py       the toolkit LLM of a stored memory: replies recorded       replay calls no LLM; nothing of the

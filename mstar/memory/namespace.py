@@ -1,6 +1,6 @@
 """One namespace of a store: its write log and the sandbox worker that holds its knowledge base.
 
-Opening = lock the log, start a fresh worker (mstar.program.loaded, what mstar.api.MemoryProgram
+Opening = lock the log, start a fresh worker (mstar.memory.sandboxed, what mstar.api.MemoryProgram
 is: the same gates, limits and prompts as during evolution), and replay every logged write into
 it, the toolkit LLM answering from the log (mstar.memory.tape). Nothing of the program's state is saved or pickled:
 the knowledge base is rebuilt by the program itself from what it was given.
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from mstar.evaluation.read_state import read_changes_state
-from mstar.program.loaded import Answer, Ingested, MemoryProgramError, SandboxedProgram, _as_llm_fn
+from mstar.memory.sandboxed import Answer, Ingested, MemoryProgramError, SandboxedProgram, _as_llm_fn
 from mstar.memory.log import LogError, LogRecord, WriteLog
 from mstar.memory.store import StoreError, StoreFolder
 from mstar.memory.tape import ToolkitTape

@@ -25,7 +25,7 @@ import json
 import socket
 from typing import Any, Callable, Optional, TypedDict
 
-from mstar.program.loaded import MemoryProgramError
+from mstar.memory.sandboxed import MemoryProgramError
 from mstar.memory.service import MemoryService
 from mstar.memory.store import DEFAULT_NAMESPACE, StoreError
 

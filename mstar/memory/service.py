@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from mstar.program.loaded import Answer, MemoryProgramError, SandboxedProgram, as_router
+from mstar.memory.sandboxed import Answer, MemoryProgramError, SandboxedProgram, as_router
 from mstar.memory.namespace import Namespace, Remembered
 from mstar.memory.pool import DEFAULT_IDLE_CLOSE_S, DEFAULT_MAX_OPEN, NamespacePool
 from mstar.memory.store import DEFAULT_NAMESPACE, StoreError, check_namespace, open_store

@@ -1,6 +1,6 @@
 """Offline reflector: a deterministic, LLM-free stand-in for the reflector role.
 
-Prompt in, reply out, in the same formats a real model sees and writes (mstar/reflect.py):
+Prompt in, reply out, in the same formats a real model sees and writes (mstar/iteration/reflect.py):
 
 - a reflection prompt -> read the current program, its underperforming cases and its lineage;
   turn the cases into failure signals (mstar/offline/signals.py); choose ONE mutation from the

@@ -2,8 +2,6 @@
 
     sources.py   the built-in programs by name (seeds/, baselines/) and program files
     frozen.py    the parts of a program an ablation freezes (instructions or code)
-    loaded.py    a program loaded in its sandbox worker with the task agent around it
-                 (mstar.api.MemoryProgram; the stores of mstar.memory)
 
 The contract itself -- class and constant names, field types, size caps and the default allowed
 imports -- is defined once, in sandbox.contract, because the sandbox enforces it and imports

@@ -3,7 +3,7 @@
 "paper" follows the M* paper's templates (Appendix G.1 task agent, G.2 reflector, G.3 compile-fix,
 H rubric judge): the same sections in the same order, the same tags, headers and placeholders,
 with the sentences written in this project's words (mstar/prompts/paper_agent.py,
-mstar/prompts/paper_reflector.py). "mstar" is the wording of mstar/agent.py, mstar/reflect.py and
+mstar/prompts/paper_reflector.py). "mstar" is the wording of mstar/agent.py, mstar/iteration/reflect.py and
 mstar/tasks/judging.py. The offline models answer both (mstar/offline/paper_forms.py).
 
 Every prompt builder takes `style=None`, which means `current()`: the context's choice (`using`,

@@ -180,7 +180,7 @@ def paper_reflection_sections(inp, sandbox) -> list[Section]:
 def paper_compile_fix_messages(source: str, error: str, sandbox, embeddings: str | None = None) -> list[dict]:
     """The compile-fix prompt of Appendix G.3: intro, the interface spec, ## Broken Code, ## Error,
     and the request again -- no patch-format section, as in the paper's template (a reply with the
-    whole program in a code block is accepted too, mstar.reflect.parse_reply). The text before
+    whole program in a code block is accepted too, mstar.iteration.reflect.parse_reply). The text before
     the error's first colon is its **type**."""
     kind, _, details = error.strip().partition(":")
     if not details.strip() or " " in kind.strip():

@@ -1,5 +1,5 @@
 """A prompt built from named sections, each with a priority for cutting to a token budget
-(mstar.reflect.fit_to_budget). Shared by both wordings of the reflection prompt."""
+(mstar.iteration.reflect.fit_to_budget). Shared by both wordings of the reflection prompt."""
 from __future__ import annotations
 
 from dataclasses import dataclass

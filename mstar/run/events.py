@@ -6,7 +6,7 @@ lineage` / `show` / `runs`, the report, the progress printer, the live spend lin
 
     SeedEvent       a seed program was evaluated on the static set
     IterationEvent  one iteration: parent, rotating evaluation, reflector attempts, the child
-    ConfirmationEvent  before the test, the best programs on more validation items (mstar.champion)
+    ConfirmationEvent  before the test, the best programs on more validation items (mstar.final.champion)
     TestEvent       the best program on the held-out test set; a run is finished exactly when
                     its lineage ends with one
     StoppedEvent    the run stopped before its end (a budget, a failing endpoint); resumable
@@ -54,7 +54,7 @@ class IterationEvent:
     rotating_batch: list = field(default_factory=list)
     rotating_score: float | None = None
     rotating_scores: dict = field(default_factory=dict)   # query id -> score of each scored rotating case
-                                            # (paired evidence for the confirmation, mstar/champion.py)
+                                            # (paired evidence for the confirmation, mstar/final/champion.py)
     rotating_mode: str = "fresh"            # "fresh" (paper: evaluated now) | "reuse" (the parent's own cases)
     failed_case_ids: list = field(default_factory=list)
     program_id: str | None = None           # the child, when status == "ok"
@@ -110,7 +110,7 @@ class TestEvent:
     case_errors: int = 0
     best_seed_id: str | None = None          # the best seed by static score, scored on the same questions
     best_seed_test_score: float | None = None
-    gain: dict | None = None                 # paired difference to it: mean, low, high, n (mstar.stats)
+    gain: dict | None = None                 # paired difference to it: mean, low, high, n (mstar.final.stats)
     picks: dict = field(default_factory=dict)  # rule ("confirmed", "static") -> {program_id, test_score}
     llm: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)

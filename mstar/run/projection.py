@@ -190,7 +190,7 @@ class Projection:
                         sum(s.usd for s in self.iterations) / n)
         else:
             per = self.first or Spend()
-        # The prefetch's guesses are in no event (mstar/rotating_prefetch.py): the ledger has them.
+        # The prefetch's guesses are in no event (mstar/iteration/rotating_prefetch.py): the ledger has them.
         guessed = Spend.of_llm(self.router.spent_in(llm_scope.PREFETCH))
         if self.iterations:
             per = per + guessed * (1 / len(self.iterations))

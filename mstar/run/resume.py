@@ -21,6 +21,9 @@ appended line. So the run folder alone says where to continue:
 With a deterministic backend (the offline one) the resumed run ends with the same lineage,
 timings aside, as a run that was never interrupted. A partial last line in lineage.jsonl or
 llm_usage.jsonl (killed mid-write) is dropped with a warning.
+
+Imports upward: `resume_run` builds the loop (mstar.loop.Evolution) -- inside the function, so
+that reading a run's state never loads the loop or the sandbox.
 """
 from __future__ import annotations
 

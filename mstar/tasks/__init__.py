@@ -12,7 +12,10 @@ per format:
     jsonl        users' own episodes/queries JSONL (+ optional TOML)       tasks/jsonl.py
     alfworld     released ALFWorld games (--split seen|unseen), interactive tasks/alfworld/
     alfworld-synth  ALFWorld-format games generated offline, interactive   tasks/alfworld/
-A path ending in .json or .toml also works as the name. Records and errors: tasks/model.py.
+A path ending in .json or .toml also works as the name. Records and errors: tasks/model.py;
+metrics.py (pure metrics) and judging.py (metrics that ask the judge role); evidence.py (what a
+query's answer rests on, for the memory X-ray); the sample's generator is sample_gen.py, with its
+fact kinds in sample_facts.py and its word lists in sample_vocab.py.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`mstar ui`: a local, read-only web app over run folders, live while runs write to them.
 
 Built on the run folder's readers (mstar.run.views, mstar.run.events, mstar.run.spend,
-mstar.stats) and nothing of the loop: it reads what a run wrote and never writes into a run
+mstar.final.stats) and nothing of the loop: it reads what a run wrote and never writes into a run
 folder, so it can watch a run another process is writing, a finished one, or a crashed one.
 
     folders.py   which runs exist under --runs-dir; name -> folder (nothing outside it);

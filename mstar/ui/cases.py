@@ -14,7 +14,7 @@ from __future__ import annotations
 from mstar.run import events as ev_types
 from mstar.run.store import RunFormatError
 from mstar.run.views import RunView
-from mstar.stats import paired_bootstrap, paired_scores
+from mstar.final.stats import paired_bootstrap, paired_scores
 from mstar.ui.api import NotFound, cut, view_of
 from mstar.ui.folders import RunFolders
 

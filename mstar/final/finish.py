@@ -1,6 +1,6 @@
 """The end of a run: choose the champion, score it on the held-out test, write the summary.
 
-1. Confirmation (mstar.champion): the best programs by static score race on paired evidence,
+1. Confirmation (mstar.final.champion): the best programs by static score race on paired evidence,
    buying validation items only while the race is open and within its budget share; the
    champion is the leader (`--pick confirmed`) or the best static score (`--pick static`, the
    paper's rule). Both choices are recorded.
@@ -8,7 +8,7 @@
    episode of the task written (test questions need not be covered by the episodes chosen for
    validation); with `test_both` (`--test-both`) also the other rule's choice when it differs --
    a third test evaluation, which a run needs only to compare the rules. Tests start before the
-   end where they can (mstar/held_out.py): the best seed's once the seeds are scored, the best
+   end where they can (mstar/final/held_out.py): the best seed's once the seeds are scored, the best
    static score's with the race (cancelled if the race confirms another). The summary gives the
    champion's gain over the best seed with a paired interval, and each rule's choice (with its
    test score when it was tested).
@@ -22,10 +22,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from mstar import champion as champ
-from mstar.held_out import SCOPE as TEST_SCOPE
+from mstar.final import champion as champ
+from mstar.final.held_out import SCOPE as TEST_SCOPE
 from mstar.run import events
-from mstar.run.summary import RunSummary, write_summary
+from mstar.final.summary import RunSummary, write_summary
 
 
 @dataclass
@@ -55,7 +55,7 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
             if racing and evo.task.test:
                 # Needed whatever the race decides, or most likely: started now (if not during the
                 # iterations), in the background, they fill the calls in flight the race leaves free
-                # (a race is a few short chains). mstar/held_out.py; figures in docs/confirmation.md.
+                # (a race is a few short chains). mstar/final/held_out.py; figures in docs/confirmation.md.
                 held.beside_the_race([seed, champ.candidates(entries, 1)[0]])
             confirmation = champ.Confirmation.from_event(prior) if prior is not None else \
                 champ.confirm(evo, ev.confirm_top, ev.confirm_size, ev.split_seed,

@@ -1,6 +1,6 @@
 """The confirmation's stopping rule: when a race between the best programs may stop buying
 validation items, and how often its verdicts are wrong (issue 28). Pure functions over paired
-scores; mstar/champion.py runs the race.
+scores; mstar/final/champion.py runs the race.
 
 The leader L is the first racer in static order until the racers share ten fresh items (bought
 or rotating); then a racer whose mean on all the items they share is ahead of L's by more than

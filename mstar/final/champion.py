@@ -7,7 +7,7 @@ race, on paired evidence:
 
 1. What the run already paid for: each program's static cases, and every rotating batch it was
    evaluated on as a parent (`--rotating fresh`), paired on the same question ids.
-2. Then, only while a challenger is still racing (mstar/race.py: neither significantly behind
+2. Then, only while a challenger is still racing (mstar/final/race.py: neither significantly behind
    the leader nor out of reach of a verdict), a batch of fresh validation items for the leader
    and the challengers still in: items outside the static set, not bought before, the ones a
    racer already has from a rotating batch first (half the price for the same pair), then in a
@@ -16,12 +16,12 @@ race, on paired evidence:
    bought or `confirm_rounds` batches (each about confirm_size / confirm_rounds items), when the
    next batch would take the confirmation past its share (`confirm_budget`) of the tokens the
    run asked before it, each racer's items priced at its own cost per question
-   (mstar/race_budget.py), or when the run's own budget is reached.
+   (mstar/final/race_budget.py), or when the run's own budget is reached.
 
 The champion is the leader when buying stops: the best static score until the racers share
 ten fresh items, then the best mean on all the items they share, if it is ahead of the leader
-so far by more than a standard error (mstar/race.py). A "behind" verdict is wrong
-with probability at most 5% over the whole race (mstar/race.py); a tie or a spent budget makes
+so far by more than a standard error (mstar/final/race.py). A "behind" verdict is wrong
+with probability at most 5% over the whole race (mstar/final/race.py); a tie or a spent budget makes
 no claim. `pick = "static"` keeps the paper's rule; the run records what both rules choose.
 """
 from __future__ import annotations
@@ -31,13 +31,13 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from mstar import race
-from mstar.race_budget import RaceBudget
+from mstar.final import race
+from mstar.final.race_budget import RaceBudget
 from mstar.execution import EvalJob
 from mstar.llm import scope as llm_scope
 from mstar.pool import PoolEntry
 from mstar.run import events as ev_types
-from mstar.stats import paired_bootstrap, paired_scores
+from mstar.final.stats import paired_bootstrap, paired_scores
 
 RULES = ("confirmed", "static")
 SCOPE = "confirm"                                      # the race's LLM calls (mstar.llm.scope)
@@ -79,7 +79,7 @@ def candidates(entries: list[PoolEntry], top: int, *, ties: bool = False) -> lis
 
 def scored(cases) -> dict[str, float]:
     """Query id -> score of the cases that were scored (an LLM error or a corrupt game is not;
-    the rule of mstar.stats.paired_scores)."""
+    the rule of mstar.final.stats.paired_scores)."""
     out = {}
     for c in cases:
         get = c.get if isinstance(c, dict) else (lambda k, c=c: getattr(c, k, None))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from mstar.run.store import FORMAT_VERSION
-from mstar.stats import paired_bootstrap, paired_scores
+from mstar.final.stats import paired_bootstrap, paired_scores
 
 
 @dataclass
@@ -25,7 +25,7 @@ class RunSummary:
     best_seed_test: float | None = None # its test score (the same questions as the best program's)
     test_gain: dict | None = None       # best - best seed on test, paired: mean, low, high, n, significant
     pick_rule: str = "static"           # how the champion (best_id) was chosen: "confirmed" or "static"
-    picks: dict | None = None           # each rule's choice and its test score (mstar.champion)
+    picks: dict | None = None           # each rule's choice and its test score (mstar.final.champion)
     early_stop: str | None = None       # why a finished run ended before its last iteration (--patience)
 
 

@@ -16,12 +16,12 @@ from typing import Callable
 
 from mstar.config import SandboxConfig
 from mstar.llm.router import LLMRouter
-from mstar.behaviour import same_code
+from mstar.iteration.behaviour import same_code
 from mstar.evaluation.records import EndpointOutage
 from mstar.llm.types import FatalLLMError, LLMError
 from mstar.program.frozen import FrozenPartError, check_frozen
 from mstar.patch import PatchError, apply_patch
-from mstar.reflect import ReplyError, build_compile_fix_messages, parse_reply
+from mstar.iteration.reflect import ReplyError, build_compile_fix_messages, parse_reply
 from mstar.evaluation.pools import close_later
 from mstar.evaluation.sessions import LOAD_INFO
 from mstar.offline.toolkit_model import OfflineToolkitModel

@@ -19,7 +19,7 @@ knowledge bases are written again -- prices and buys exactly what an uninterrupt
 both end with the same lineage (tests/test_resume.py kills runs at random points to check it).
 When a racer's cases file predates these counts, the race counts questions: one per racer and
 item, the share times the questions asked. The run's own `--max-usd` / `--max-tokens` still stop
-it (mstar/champion.py). A batch is cut to what is left, so the race never passes its allowance.
+it (mstar/final/champion.py). A batch is cut to what is left, so the race never passes its allowance.
 """
 from __future__ import annotations
 
