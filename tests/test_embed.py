@@ -51,7 +51,7 @@ def test_hashing_and_auto_fallback(monkeypatch, tmp_path):
     monkeypatch.setattr(embed, "sentence_transformers_available", lambda: False)
     auto = make_embedder("auto", tmp_path)
     assert isinstance(auto, HashingEmbedder) and embed.describe(auto) == "hashing-1024"
-    with pytest.raises(ValueError, match=r"needs sentence-transformers: pip install 'mstar\[embed\]'"):
+    with pytest.raises(ValueError, match=r"needs sentence-transformers: pip install 'mstar-evolve\[embed\]'"):
         make_embedder("BAAI/bge-m3", tmp_path)
 
 

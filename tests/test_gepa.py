@@ -120,7 +120,7 @@ def test_without_the_package_the_gepa_rows_are_skipped_with_one_line(monkeypatch
                  "--embed-model", "hashing", "--out", str(tmp_path / "t")])
     assert code == 0
     captured = capsys.readouterr()
-    assert "pip install 'mstar[gepa]'" in captured.err
+    assert "pip install 'mstar-evolve[gepa]'" in captured.err
     assert "| No Memory |" in captured.out and "| GEPA" not in captured.out
     assert "GEPA rows skipped" in captured.out                          # the note under the table
     assert not (tmp_path / "t.gepa.json").exists()

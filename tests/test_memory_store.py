@@ -266,7 +266,7 @@ def test_serve_without_the_sdk_says_which_extra_to_install(tmp_path, monkeypatch
     monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)     # as if `mcp` were not installed
     assert main(["serve", str(SEED), "--store", str(tmp_path / "mem")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "mstar: mstar serve needs the official MCP SDK: pip install 'mstar[serve]' (the `mcp` package, 2.x)"
+    assert err == "mstar: mstar serve needs the official MCP SDK: pip install 'mstar-evolve[serve]' (the `mcp` package, 2.x)"
     assert not (tmp_path / "mem").exists()
 
 

@@ -148,7 +148,7 @@ def test_a_run_whose_child_loads_differently_goes_on_and_shows_the_reflector_why
     import json
 
     from mstar.cli import main
-    from mstar.commands import prechecks
+    from mstar.library import prechecks
 
     seed = tmp_path / "time_seed.py"
     seed.write_text(TIME_VARYING)

@@ -60,22 +60,5 @@ def load_task_or_report(name: str, data: str | None, **kwargs):
         return None
 
 
-def add_task_options(p, split_alias: bool = False) -> None:
-    """A loader's own options, shared by evolve, eval and baselines (stored in the run's config).
-    `split_alias`: also accept ALFWorld's --split seen|unseen (the issue's spelling) where --split
-    does not already pick the evaluated queries (eval and baselines use it for test|validation)."""
-    p.add_argument("--size", type=float, default=None,
-                   help="size of the generated sample task (default 1: 50 sessions, 153 validation and "
-                        "357 test questions; 0.1-3.5)")
-    p.add_argument("--sample-seed", type=int, default=None, help="seed of the generated sample task (default 0)")
-    flags = ("--task-split", "--split") if split_alias else ("--task-split",)
-    p.add_argument(*flags, dest="task_split", choices=("seen", "unseen"), default=None,
-                   help="ALFWorld games to validate and test on: seen (valid_seen) or unseen (valid_unseen, "
-                        "with its corrupt games); default seen")
-
-
-def task_options(args) -> dict:
-    """The loader options given on the command line (see add_task_options)."""
-    named = {"size": getattr(args, "size", None), "sample_seed": getattr(args, "sample_seed", None),
-             "split": getattr(args, "task_split", None)}
-    return {k: v for k, v in named.items() if v is not None}
+# The task loader options, defined once with the other options of a run (mstar/library/options.py).
+from mstar.library.options import add_task_options, task_options  # noqa: E402,F401

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 from mstar.tasks.metrics import per_category_means
+from mstar.tasks.model import case_scored
 
 
 # An outage needs this many failed calls (or episodes) besides their share (OUTAGE_THRESHOLD): one
@@ -49,10 +50,11 @@ class CaseResult:
     read_cpu_s: float = 0.0            # the worker thread's CPU in read() (waiting on the toolkit not in it)
     attribution: dict | None = None    # where the answer was lost, when the task knows its evidence
                                        # (mstar.evaluation.attribution): label, evidence, recall, precision
+    score_error: str | None = None     # the task's own scorer failed on this case: not scored
 
     @property
     def scored(self) -> bool:
-        return self.llm_error is None and not self.corrupt
+        return case_scored(self)
 
 
 @dataclass
@@ -84,6 +86,7 @@ class EvalResult:
     sandbox_seconds: float = 0.0        # time spent waiting on the worker (writes, reads, start)
     case_errors: int = 0                # cases left unscored because an LLM call failed
     ingest_errors: int = 0              # episodes whose ingestion an LLM call failed (WriteRecord.ingest_error)
+    score_errors: int = 0               # cases left unscored because the task's own scorer failed on them
     corrupt_cases: int = 0              # interactive games left unscored because they are corrupt
     failed_calls: int = 0               # LLM calls that failed after their retries
     calls: int = 0                      # LLM calls this evaluation made (agent and judge)
@@ -147,6 +150,7 @@ def summarise(cases: list[CaseResult], writes: list[WriteRecord], fatal: dict | 
                       case_errors=sum(1 for c in cases if c.llm_error is not None),
                       ingest_errors=0 if reused else sum(1 for w in writes if w.ingest_error is not None),
                       corrupt_cases=sum(1 for c in cases if c.corrupt and c.llm_error is None),
+                      score_errors=sum(1 for c in cases if c.score_error is not None),
                       failed_calls=failed_calls, calls=calls, reused_kb=reused,
                       write_seconds=0.0 if reused else round(sum(w.seconds for w in writes), 3),
                       read_cpu_seconds=round(sum(c.read_cpu_s for c in cases), 3))

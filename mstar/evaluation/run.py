@@ -52,6 +52,7 @@ from mstar.llm.slots import FIRST, LAST
 from mstar.llm.types import FatalLLMError
 from mstar.split.embed import current_program_embeddings
 from mstar.tasks import Episode, QueryItem
+from mstar.tasks.model import ScorerError
 from mstar.tasks.judging import JudgeFn, Score
 from sandbox.engine.session import ProgramSession, SandboxError, SandboxLimits
 
@@ -322,7 +323,11 @@ def _case(program: _Program, calls: Calls, q: QueryItem, q_msgs: list[dict], q_f
             raise RuntimeError(err)  # the metric records the criterion as not met; we mark the case
         return text
 
-    result = metric(case.answer, q, judge)
+    try:
+        result = metric(case.answer, q, judge)
+    except ScorerError as exc:   # the task's own scorer failed: an error of this case, never a 0
+        case.score_error = str(exc)
+        return case
     if fatal:
         raise fatal[0]
     score = result if isinstance(result, Score) else Score(float(result))

@@ -26,6 +26,8 @@ no claim. `pick = "static"` keeps the paper's rule; the run records what both ru
 """
 from __future__ import annotations
 
+from mstar.tasks.model import case_scored
+
 import math
 import random
 from concurrent.futures import ThreadPoolExecutor
@@ -83,7 +85,7 @@ def scored(cases) -> dict[str, float]:
     out = {}
     for c in cases:
         get = c.get if isinstance(c, dict) else (lambda k, c=c: getattr(c, k, None))
-        if get("llm_error") is None and not get("corrupt"):
+        if case_scored(c):
             out[get("query_id")] = float(get("score"))
     return out
 

@@ -6,6 +6,8 @@ numpy, seeded: the same scores give the same interval.
 """
 from __future__ import annotations
 
+from mstar.tasks.model import case_scored
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +58,7 @@ def paired_scores(cases_a: list, cases_b: list) -> tuple[list[float], list[float
         out = {}
         for c in cases:
             get = c.get if isinstance(c, dict) else (lambda k, c=c: getattr(c, k, None))
-            if get("llm_error") is None and not get("corrupt"):   # corrupt games are not scored
+            if case_scored(c):   # failed LLM calls, corrupt games, scorer errors are not scored
                 out[get("query_id")] = float(get("score"))
         return out
     sa, sb = scored(cases_a), scored(cases_b)

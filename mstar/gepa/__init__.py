@@ -11,13 +11,13 @@ reflector role is GEPA's reflection model), and a budget of metric calls (200 by
     adapter.py    MemoryProgramAdapter: gepa's GEPAAdapter over mstar's evaluator and sandbox
     optimise.py   optimise(): one GEPA run -> the optimised program, its constant and score history
 
-`gepa` is an optional extra: pip install 'mstar[gepa]'.
+`gepa` is an optional extra: pip install 'mstar-evolve[gepa]'.
 """
 from __future__ import annotations
 
 import importlib.util
 
-INSTALL_HINT = "pip install 'mstar[gepa]'"
+INSTALL_HINT = "pip install 'mstar-evolve[gepa]'"
 # Row name -> the seed whose ALWAYS_ON_KNOWLEDGE GEPA optimises (everything else frozen).
 GEPA_SEEDS = {"gepa": "no_memory", "gepa_vector_search": "vector_search"}
 LABELS = {"gepa": "GEPA", "gepa_vector_search": "GEPA + Vector Search"}

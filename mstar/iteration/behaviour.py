@@ -11,6 +11,8 @@ parent (its parent already stands for it).
 """
 from __future__ import annotations
 
+from mstar.tasks.model import case_scored
+
 import functools
 import io
 import tokenize
@@ -48,7 +50,7 @@ def same_answers(child_cases: list, parent_cases: list) -> bool:
         out = {}
         for c in cases:
             get = c.get if isinstance(c, dict) else (lambda k, c=c: getattr(c, k, None))
-            if get("llm_error") is None and not get("corrupt"):
+            if case_scored(c):
                 out[get("query_id")] = get("answer")
         return out
     a, b = answers(child_cases), answers(parent_cases)

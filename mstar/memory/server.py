@@ -1,5 +1,5 @@
 """The MCP server: a store's memory as tools an agent host calls (official `mcp` SDK, the
-[serve] extra: `pip install 'mstar[serve]'`).
+[serve] extra: `pip install 'mstar-evolve[serve]'`).
 
   tool      remember(text, namespace="default")               extract, write(), log (fsync), acknowledge
   tool      recall(question, namespace="default", answer=False) the program's read() output; with
@@ -38,7 +38,7 @@ def mcp_missing() -> str | None:
     try:
         import mcp.server.mcpserver  # noqa: F401
     except ImportError:
-        return "mstar serve needs the official MCP SDK: pip install 'mstar[serve]' (the `mcp` package, 2.x)"
+        return "mstar serve needs the official MCP SDK: pip install 'mstar-evolve[serve]' (the `mcp` package, 2.x)"
     return None
 
 

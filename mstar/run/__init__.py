@@ -16,6 +16,6 @@
   plots.py         the report's figures as inline SVG
   xray_text.py     the memory X-ray as text
 
-Below the loop: nothing here imports mstar.loop (resume.py builds the loop only inside
-`resume_run`, see its docstring). The end of a run's outcome (summary.json) is mstar/final/summary.py.
+Below the loop: nothing here imports mstar.loop (a resumed run's loop is rebuilt in
+mstar/library/resuming.py). The end of a run's outcome (summary.json) is mstar/final/summary.py.
 """

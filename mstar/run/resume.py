@@ -22,13 +22,11 @@ With a deterministic backend (the offline one) the resumed run ends with the sam
 timings aside, as a run that was never interrupted. A partial last line in lineage.jsonl or
 llm_usage.jsonl (killed mid-write) is dropped with a warning.
 
-Imports upward: `resume_run` builds the loop (mstar.loop.Evolution) -- inside the function, so
-that reading a run's state never loads the loop or the sandbox.
+The loop is rebuilt from this state by mstar/library/resuming.py (`resume_run`): this module only
+reads the folder, so it imports nothing above mstar/run/.
 """
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass, field
 
 from mstar.config import RunConfig
@@ -147,25 +145,6 @@ def preload_usage(router, store: RunStore) -> None:
     were paid for)."""
     records, _ = store.read_jsonl_tolerant("llm_usage.jsonl")
     router.ledger.restore(records)
-
-
-def resume_run(store: RunStore, state: RunState, task: Task, router, *, progress=None):
-    """Continue the run to its end; returns the loop's RunSummary. The caller holds the lock,
-    has repaired the jsonl tails (RunStore.drop_partial_tail) and built `router` to append to
-    llm_usage.jsonl."""
-    from mstar.loop import Evolution  # the loop imports the sandbox; keep this module light to import
-
-    preload_usage(router, store)
-    evo = Evolution(state.config, task, router, store, progress=progress, split=load_split(store, task))
-    rebuild(evo, state, store)
-    store.append_jsonl("resumes.jsonl", {
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pid": os.getpid(),
-        "seeds_done": len(state.seeds_done), "next_iteration": state.next_iteration,
-        "iterations_done": len(state.done), "warnings": state.warnings})
-    todo = state.todo(state.config.evolution.iterations)
-    if todo:   # more iterations to do (--iterations): the recorded confirmation is out of date
-        evo.prior_confirmation = None
-    return evo.run(todo=todo)
 
 
 def prior_spend(store: RunStore) -> dict:

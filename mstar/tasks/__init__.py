@@ -12,6 +12,9 @@ per format:
     jsonl        users' own episodes/queries JSONL (+ optional TOML)       tasks/jsonl.py
     alfworld     released ALFWorld games (--split seen|unseen), interactive tasks/alfworld/
     alfworld-synth  ALFWorld-format games generated offline, interactive   tasks/alfworld/
+A task defined in Python is the same record (`Task(..., scorer=...)`), built with the helpers of
+python_task.py (query, game) and checked by its prepare_task before a run spends anything; a
+name "package.module:attribute" loads such a task (a Task, or a function returning one).
 A path ending in .json or .toml also works as the name. Records and errors: tasks/model.py;
 metrics.py (pure metrics) and judging.py (metrics that ask the judge role); evidence.py (what a
 query's answer rests on, for the memory X-ray); the sample's generator is sample_gen.py, with its
@@ -28,11 +31,13 @@ from mstar.tasks.finance import load_finer, load_formula
 from mstar.tasks.jsonfile import load_json_task, task_from_dict
 from mstar.tasks.jsonl import load_jsonl_task, load_toml_task
 from mstar.tasks.locomo import load_locomo
-from mstar.tasks.model import Episode, QueryItem, Task, TaskError, metric_names
+from mstar.tasks.model import Episode, QueryItem, ScorerError, Task, TaskError, metric_names
+from mstar.tasks.python_task import game, prepare_task, query
 from mstar.tasks.rubric import load_healthbench, load_prbench
 from mstar.tasks.sample import load_sample
 
-__all__ = ["Episode", "QueryItem", "Task", "TaskError", "LOADERS", "load_task", "register_loader",
+__all__ = ["Episode", "QueryItem", "Task", "TaskError", "ScorerError", "LOADERS", "load_task", "register_loader",
+           "query", "game", "prepare_task", "load_python_task",
            "load_json_task", "task_from_dict", "load_toml_task", "metric_names"]
 
 Loader = Callable[..., Task]   # loader(data_path_or_None, **options) -> Task
@@ -85,15 +90,51 @@ def load_task(name: str, data: str | None = None, *, theme: str | None = None,
         if unsupported:
             raise TaskError(f"task {name!r} does not take option(s) {', '.join(unsupported)}")
         task = LOADERS[name](data, **options)
+    elif is_python_ref(name):
+        if options or data:
+            raise TaskError(f"task {name}: a task defined in Python takes no --data or loader options")
+        task = load_python_task(name)
     elif name.endswith((".json", ".toml")) and Path(name).exists():
         if options:
             raise TaskError(f"task file {name} does not take option(s) {', '.join(sorted(options))}")
         task = load_json_task(name) if name.endswith(".json") else load_toml_task(name)
     else:
         raise TaskError(f"unknown task {name!r}; known tasks: {', '.join(sorted(LOADERS))} "
-                        f"(or give the path of a .json or .toml task file)")
+                        f"(or give the path of a .json or .toml task file, or package.module:attribute "
+                        f"naming a task defined in Python)")
     if metric and metric != task.metric_name:
         if metric not in metric_names():
             raise TaskError(f"unknown metric {metric!r}; known metrics: {', '.join(metric_names())}")
         task = dataclasses.replace(task, metric_name=metric)   # re-validated in Task.__post_init__
     return task
+
+
+def is_python_ref(name: str) -> bool:
+    """"package.module:attribute" (not a Windows path, not a file that exists)."""
+    module, sep, attr = name.partition(":")
+    return bool(sep and module and attr and all(part.isidentifier() for part in module.split("."))
+                and all(part.isidentifier() for part in attr.split(".")))
+
+
+def load_python_task(ref: str) -> Task:
+    """The task a "package.module:attribute" names: a Task, or a function of no arguments that
+    returns one. The module is imported as Python imports it (the current folder first)."""
+    import importlib
+    import sys
+
+    module_name, _, attr = ref.partition(":")
+    if "" not in sys.path and "." not in sys.path:   # `mstar evolve --task mytask:TASK` from a project folder
+        sys.path.insert(0, "")
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TaskError(f"task {ref}: cannot import {module_name}: {exc}") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise TaskError(f"task {ref}: {module_name} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if callable(obj) and not isinstance(obj, Task):
+        obj = obj()
+    if not isinstance(obj, Task):
+        raise TaskError(f"task {ref}: expected an mstar.Task (or a function returning one), got {type(obj).__name__}")
+    return obj

@@ -5,11 +5,15 @@ frozen dataclasses that serialise with `dataclasses.asdict` / `Task.to_dict()`.
 
 Scoring goes through `Task.score(prediction, item, judge)`, which returns a `Score` (value,
 warnings, details). Pure metrics (mstar/tasks/metrics.py) ignore the judge; judged metrics
-(mstar/tasks/judging.py: "rubric", "llm_judge") call it once per criterion / question.
+(mstar/tasks/judging.py: "rubric", "llm_judge") call it once per criterion / question; a task
+defined in Python may bring its own scorer, `scorer(answer, query) -> float in [0, 1]`
+(checked in mstar/tasks/checks.py before a run spends anything, guarded here during one).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 from mstar.tasks.judging import JUDGED_METRICS, JudgeFn, Score
 from mstar.tasks.metrics import METRICS, parse_number
@@ -17,6 +21,22 @@ from mstar.tasks.metrics import METRICS, parse_number
 
 class TaskError(ValueError):
     """A task cannot be loaded; the message names the file (and line) and what is wrong with it."""
+
+
+class ScorerError(RuntimeError):
+    """A task's own scorer raised or returned something that is not a score in [0, 1]. During a
+    run the case is then an error -- left out of the mean and counted -- never a score of 0."""
+
+
+Scorer = Callable[["str", "QueryItem"], float]
+
+
+def case_scored(case) -> bool:
+    """Does a case count in the mean? Not when an LLM call of it failed, its game was corrupt,
+    or the task's scorer failed on it. `case`: an evaluation's CaseResult or its dict (a cases
+    file). The one rule for means, paired comparisons and no-change checks."""
+    get = case.get if isinstance(case, dict) else (lambda k: getattr(case, k, None))
+    return get("llm_error") is None and not get("corrupt") and get("score_error") is None
 
 
 def metric_names() -> list[str]:
@@ -51,14 +71,31 @@ class Task:
     # None -> the engine's default (5, paper Table 7); 0 -> every episode (LoCoMo: the paper
     # wrote all 272 sessions). A ratio given on the command line wins over both.
     train_ratio: int | None = None
+    # The task's own scorer (a Python task): `scorer(answer, query) -> float in [0, 1]`, used
+    # instead of the metric; `metric_name` then only names it (default: the function's name).
+    scorer: Scorer | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.metric_name not in METRICS and self.metric_name not in JUDGED_METRICS:
-            raise TaskError(f"task {self.name!r}: unknown metric {self.metric_name!r}; "
-                            f"known metrics: {', '.join(metric_names())}")
+        for name in ("episodes", "validation", "test"):   # lists are fine; the record keeps tuples
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+        if isinstance(self.scorer, str):   # scorer="exact_match": a built-in metric by name
+            object.__setattr__(self, "metric_name", self.scorer)
+            object.__setattr__(self, "scorer", None)
         if self.train_ratio is not None and (not isinstance(self.train_ratio, int) or self.train_ratio < 0):
             raise TaskError(f"task {self.name!r}: train_ratio must be a non-negative integer or None, "
                             f"got {self.train_ratio!r}")
+        if self.scorer is not None:
+            if not callable(self.scorer):
+                raise TaskError(f"task {self.name!r}: scorer must be a function (answer, query) -> float "
+                                f"or a metric name, got {type(self.scorer).__name__}")
+            if self.metric_name == "token_f1":   # the default: name the metric after the scorer
+                object.__setattr__(self, "metric_name", getattr(self.scorer, "__name__", "scorer"))
+            return   # the metric's own checks of gold answers do not apply to the task's scorer
+        if self.metric_name not in METRICS and self.metric_name not in JUDGED_METRICS:
+            raise TaskError(f"task {self.name!r}: unknown metric {self.metric_name!r}; "
+                            f"known metrics: {', '.join(metric_names())}")
         for q in self.validation + self.test:
             problem = gold_problem(self.metric_name, q)
             if problem:
@@ -66,7 +103,7 @@ class Task:
 
     @property
     def needs_judge(self) -> bool:
-        return self.metric_name in JUDGED_METRICS
+        return self.scorer is None and self.metric_name in JUDGED_METRICS
 
     @property
     def interactive(self) -> bool:
@@ -76,6 +113,8 @@ class Task:
 
     def score(self, prediction: str, item: QueryItem, judge: JudgeFn | None = None) -> Score:
         """Score one prediction against the item's gold answer / rubric, value in [0, 1]."""
+        if self.scorer is not None:
+            return Score(own_score(self.scorer, prediction, item, self.name))
         if self.metric_name in METRICS:
             return Score(float(METRICS[self.metric_name](prediction, item.answer)))
         if judge is None:
@@ -87,9 +126,32 @@ class Task:
         return self.score(prediction, item, judge).value
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["metric"] = d.pop("metric_name")
+        """The task's data as JSON-able records (the JSON task format); a scorer is not data: its
+        metric's name is kept under "metric"."""
+        d = {f: getattr(self, f) for f in ("name", "description", "train_ratio")}
+        d["episodes"] = [asdict(e) for e in self.episodes]
+        d["validation"] = [asdict(q) for q in self.validation]
+        d["test"] = [asdict(q) for q in self.test]
+        d["metric"] = self.metric_name
         return d
+
+
+def own_score(scorer: Scorer, prediction: str, item: QueryItem, task_name: str) -> float:
+    """A task's own scorer, called on one case: its value, or ScorerError naming the task, the
+    query and what went wrong (raised, not a number, NaN, outside [0, 1])."""
+    where = f"task {task_name!r}: scorer on query {item.id!r}"
+    try:
+        value = scorer(prediction, item)
+    except Exception as exc:   # the user's code: any error is this case's, reported with its type
+        raise ScorerError(f"{where} raised {type(exc).__name__}: {exc}") from exc
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ScorerError(f"{where} returned {type(value).__name__} {value!r:.40}; give a float in [0, 1]")
+    value = float(value)
+    if math.isnan(value):
+        raise ScorerError(f"{where} returned NaN; give a float in [0, 1]")
+    if not 0.0 <= value <= 1.0:
+        raise ScorerError(f"{where} returned {value!r}, outside [0, 1]")
+    return value
 
 
 def gold_problem(metric_name: str, item: QueryItem) -> str | None:

@@ -11,6 +11,8 @@ field, and the case page shows it in its own marked place; tasks without evidenc
 """
 from __future__ import annotations
 
+from mstar.tasks.model import case_scored
+
 from mstar.run import events as ev_types
 from mstar.run.store import RunFormatError
 from mstar.run.views import RunView
@@ -44,7 +46,7 @@ def _evaluation(view: RunView, pid: str, split: str) -> dict:
 
 
 def _scored(case: dict) -> bool:
-    return case.get("llm_error") is None and not case.get("corrupt")
+    return case_scored(case)
 
 
 def _parent_scores(view: RunView, parent: str | None, split: str) -> dict[str, float] | None:

@@ -1,12 +1,17 @@
-"""How `mstar evolve` and `mstar resume` end when they cannot go on: Ctrl-C, SIGTERM, a disk that
-is full or read-only. One line says what happened and which command continues the run; no
-traceback; temp files of atomic writes are removed.
+"""How a run ends when it cannot go on: Ctrl-C, SIGTERM, a disk that is full or read-only. One
+line says what happened and which command continues the run; temp files of atomic writes are
+removed. On the command line (`mstar evolve`, `mstar resume`) that is all, with an exit code; in
+Python (`mstar.evolve`, `mstar.resume`, a script or a notebook) the same line is printed, the run
+is marked stopped, and the exception goes on to the caller: `RunInterrupted` (a
+KeyboardInterrupt, with `.path`, the folder to resume) or the disk's OSError.
 
 Everything a run completed is on disk already (mstar/run/store.py), so an interrupt loses at
 most the step in flight, which `mstar resume` does again. On the first signal the line is
 printed at once, the run's lineage gets a `stopped` event (kind "interrupted"), and the main
 thread unwinds; iterations still in flight are given GRACE_S seconds, then the process leaves
-(the sandbox workers die with it: PR_SET_PDEATHSIG). A second signal leaves at once.
+(the sandbox workers die with it: PR_SET_PDEATHSIG). A second signal leaves at once. In Python
+no handler is installed and the process is never ended: the interpreter's own KeyboardInterrupt
+unwinds the run (an iteration in flight finishes first; a second Ctrl-C leaves it behind).
 """
 from __future__ import annotations
 
@@ -37,6 +42,15 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C (or SIGTERM) in Python: what was done is saved; `mstar.resume(path)`
+    continues it."""
+
+    def __init__(self, message: str, path) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 def disk_problem(exc: BaseException) -> str | None:
     """What to do about an OSError that means the run folder cannot be written, or None."""
     return DISK_ERRORS.get(getattr(exc, "errno", None)) if isinstance(exc, OSError) else None
@@ -51,9 +65,11 @@ def disk_line(exc: OSError, root, *, resumable: bool) -> str:
 
 class RunGuard:
     """`with RunGuard() as guard: ... guard.store = store; return guard.run(fn)` -- fn's Ctrl-C,
-    SIGTERM and disk errors become one line and an exit code (130, 143, 1)."""
+    SIGTERM and disk errors become one line and an exit code (130, 143, 1); with `cli=False` (the
+    Python API) the line, the stopped mark, and the exception raised on (see the module doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cli: bool = True) -> None:
+        self.cli = cli
         self.store: RunStore | None = None
         self.signum: int | None = None
         self._ended = False
@@ -61,7 +77,7 @@ class RunGuard:
         self._saved: dict = {}
 
     def __enter__(self) -> "RunGuard":
-        if threading.current_thread() is threading.main_thread():
+        if self.cli and threading.current_thread() is threading.main_thread():
             for signum in SIGNALS:
                 self._saved[signum] = signal.signal(signum, self._on_signal)
         return self
@@ -86,8 +102,8 @@ class RunGuard:
         what = SIGNALS.get(signum, (f"signal {signum}", 1))[0]
         if self.store is None:
             return f"mstar: interrupted ({what}) before the run began; no run folder was created"
-        return (f"mstar: interrupted ({what}); what was done is saved -- continue with: "
-                f"mstar resume {self.store.root}")
+        how = f"mstar resume {self.store.root}" if self.cli else f"mstar.resume({str(self.store.root)!r})"
+        return f"mstar: interrupted ({what}); what was done is saved -- continue with: {how}"
 
     def _leave(self) -> None:
         code = self.end_interrupted(self.signum or signal.SIGINT)
@@ -120,12 +136,18 @@ class RunGuard:
             signum = getattr(exc, "signum", signal.SIGINT)
             if self.signum is None:  # not raised by our handler (e.g. before it was installed)
                 print(self.line(signum), file=sys.stderr, flush=True)
-            return self.end_interrupted(signum)
+            code = self.end_interrupted(signum)
+            if self.cli:
+                return code
+            where = self.store.root if self.store is not None else None
+            raise RunInterrupted(self.line(signum).removeprefix("mstar: "), where) from None
         except OSError as exc:
             if disk_problem(exc) is None or self.store is None:
                 raise
             self.store.sweep_temp(os.getpid())
             print(disk_line(exc, self.store.root, resumable=True), file=sys.stderr, flush=True)
+            if not self.cli:
+                raise
             return 1
 
 

@@ -1,4 +1,4 @@
-"""The run's LLM router and what hangs on it, shared by `mstar evolve` and `mstar resume`: usage
+"""The run's LLM router and what hangs on it, shared by a new run and a resumed one (mstar/library/launch.py): usage
 records into the run folder, the live progress display, the seed ids the progress lines fit."""
 from __future__ import annotations
 
@@ -6,23 +6,23 @@ import sys
 
 
 def make_router(cfg):
-    """The run's router; None (after one line on stderr) when the LLM settings cannot be used.
-    Usage records go to the run folder once it exists (`attach_store`)."""
+    """The run's router (SetupError when the LLM settings cannot be used). Usage records go to
+    the run folder once it exists (`attach_store`)."""
+    from mstar.library.errors import SetupError
     from mstar.llm.router import LLMRouter
     from mstar.llm.types import LLMError
     try:
         return LLMRouter.from_config(cfg.llm, seed=cfg.evolution.seed,
                                      on_warning=lambda w: print(f"mstar: warning: {w}", file=sys.stderr, flush=True))
     except LLMError as exc:
-        print(f"mstar: {exc}", file=sys.stderr)
-        return None
+        raise SetupError(str(exc)) from None
 
 
 def attach_store(router, store, live=None) -> list:
     """From now on every LLM call is appended to the run's llm_usage.jsonl (the calls made
     before, the preflight's, are written first). A record that cannot be written is kept in the
     returned list instead of failing the call it belongs to: the next lineage write fails too,
-    and the run ends with one line (mstar/commands/exits.py)."""
+    and the run ends with one line (mstar/library/exits.py)."""
     lost: list = []
 
     def on_usage(rec) -> None:

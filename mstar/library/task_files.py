@@ -1,0 +1,90 @@
+"""Which task a run uses, and how a task defined in Python is kept with its run.
+
+A task given by name (`--task locomo`, a .json/.toml file, "package.module:attribute") is loaded
+again by that name when the run is resumed. A Task object given to `mstar.evolve` has no name to
+load it by, so its data go into the run folder (task.json, the JSON task format) and its scorer
+is named by import path when it has one ("package.module:function"); `mstar.resume(path)` then
+rebuilds it. A scorer with no import path (a lambda, a function of a script's `__main__` or a
+notebook) cannot be found again: resume such a run with the task, `mstar.resume(path, task=task)`.
+Either way the task must be the one the run began with: the saved split is checked against it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+from mstar.library.errors import SetupError
+from mstar.tasks import Task, TaskError, load_task, prepare_task, task_from_dict
+
+TASK_FILE = "task.json"
+PYTHON_PREFIX = "python:"
+
+
+def task_for_run(task_obj, cfg, store=None) -> Task:
+    """The run's task, checked (mstar.tasks.prepare_task); SetupError with one line if it cannot be had."""
+    try:
+        if task_obj is not None:
+            return prepare_task(task_obj)
+        if cfg.task.startswith(PYTHON_PREFIX):
+            if store is None:
+                raise TaskError(f"task {cfg.task!r} was defined in Python: pass the Task itself")
+            return prepare_task(load_saved_task(store))
+        task = load_task(cfg.task, cfg.data, theme=getattr(cfg, "theme", None),
+                         metric=getattr(cfg, "metric", None), **cfg.task_options)
+        return prepare_task(task)
+    except (TaskError, FileNotFoundError, ValueError) as exc:
+        name = task_obj.name if isinstance(task_obj, Task) else cfg.task
+        text = str(exc)
+        raise SetupError(text if text.startswith("task ") else f"cannot load task {name!r}: {text}") from None
+
+
+def save_task(store, task: Task) -> None:
+    data = task.to_dict()
+    if task.scorer is not None:
+        data["metric"] = "token_f1"             # the JSON format names built-in metrics only
+        data["scorer"] = {"label": task.metric_name, "ref": scorer_ref(task.scorer)}
+    store.write_json(TASK_FILE, data)
+
+
+def scorer_ref(fn) -> str | None:
+    """"module:qualname" when the function can be imported by it again, else None."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not module or module == "__main__" or "<" in qualname:
+        return None
+    try:
+        obj = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return None
+    return f"{module}:{qualname}" if obj is fn else None
+
+
+def load_saved_task(store) -> Task:
+    """The task a run defined in Python saved in its folder, with its scorer imported again."""
+    from mstar.run.store import RunFormatError
+    try:
+        data = store.read_json(TASK_FILE)
+    except RunFormatError:
+        data = None
+    if not isinstance(data, dict):
+        raise TaskError(f"{store.root / TASK_FILE} is missing: this run's task was defined in Python; "
+                        "resume it from Python with the same task: mstar.resume(path, task=task)")
+    scorer = data.pop("scorer", None)
+    task = task_from_dict(data, str(store.root / TASK_FILE))
+    if scorer is None:
+        return task
+    ref = scorer.get("ref")
+    if not ref:
+        raise TaskError("this run's task has a scorer that cannot be imported again (a lambda, or a function "
+                        "of a script or notebook); resume it from Python with the same task: "
+                        f"mstar.resume({str(store.root)!r}, task=task)")
+    module, _, qualname = ref.partition(":")
+    try:
+        fn = importlib.import_module(module)
+        for part in qualname.split("."):
+            fn = getattr(fn, part)
+    except (ImportError, AttributeError) as exc:
+        raise TaskError(f"this run's scorer {ref} cannot be imported ({exc}); resume from Python with "
+                        "the task: mstar.resume(path, task=task)") from None
+    return dataclasses.replace(task, scorer=fn, metric_name=scorer.get("label") or task.metric_name)
