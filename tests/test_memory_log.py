@@ -161,6 +161,19 @@ def test_any_accepted_name_is_one_folder_inside_the_store(name):
     except StoreError:
         return
     assert "/" not in name and "\\" not in name and not name.startswith(".") and os.path.basename(name) == name
+    assert name.isprintable() and not any(c.isspace() for c in name)      # one line, as `memory info` lists it
+
+
+def test_a_name_with_a_trailing_newline_is_refused_and_makes_no_second_folder(tmp_path):
+    """`$` also matches before a final newline: "alice\n" was a second folder beside "alice"."""
+    for bad in ("alice\n", "alice\r\n", "\nalice", "alice\n\n"):
+        with pytest.raises(StoreError, match="refused"):
+            check_namespace(bad)
+    store = open_store(tmp_path / "mem", SEED.read_text(), "vector_search")
+    store.log_path("alice").touch()
+    with pytest.raises(StoreError, match="refused"):
+        store.log_path("alice\n")
+    assert [p.name for p in store.namespaces_dir.iterdir()] == ["alice"] and store.namespaces() == ["alice"]
 
 
 def test_a_store_belongs_to_one_program(tmp_path):
