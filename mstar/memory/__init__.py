@@ -5,7 +5,8 @@ commands (`mstar serve`, `mstar memory`) are thin shells over it.
 
   module        the idea                                                   the rule it keeps
   log.py        a namespace's write log: one checksummed JSON line per     fsync'd before a write is acknowledged;
-                write (raw text, KnowledgeItem, toolkit replies, error)    a torn last line is dropped with a warning
+                write (raw text, KnowledgeItem, toolkit replies, error)    an unterminated last line is dropped with a
+                                                                           warning; a damaged whole line is refused
   tape.py       the toolkit LLM of a stored memory: replies recorded       replay calls no LLM; nothing of the
                 during a write, served back on replay                      program's state leaves the worker
   store.py      the store folder: program + hash, format version,          one store = one program; namespace
