@@ -20,9 +20,15 @@ commands (`mstar serve`, `mstar memory`) are thin shells over it.
   migrate.py    re-ingest a store's texts with a better program            fresh extractions; the old store is
                 (`mstar memory migrate`)                                   only read
   server.py     the MCP server (official `mcp` SDK, the [serve] extra):    HTTP on loopback by default; elsewhere
-                tools remember / recall, the program as a resource;        only with a bearer token
+                tools remember / recall, the program as a resource;        only with a bearer token or an access file
                 stdio and streamable HTTP
+  access.py     who may use which namespace: an access file's clients,     a client sees only its namespaces; tokens
+                each a token and its namespaces (`serve --access`)         kept as SHA-256, compared in constant time
+  fairness.py   a slot per namespace and a bound on the server's threads  a slow namespace queues only its own calls
+                for every tool call
+  hosts.py      Host and Origin checks against DNS rebinding, for every    a request names the bound address,
+                bind (the SDK's own only knows three loopback names)       localhost or an --allow-host name
 
 A store's layout and its fault rules: mstar/memory/store.py and log.py; what a client sees:
-README "Use the winner in your agent".
+README "Use the winner in your agent" and docs/serve.md (several clients: access, fairness, hosts).
 """
