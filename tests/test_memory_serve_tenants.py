@@ -178,12 +178,13 @@ class HeldEndpoint:
 
 @contextlib.asynccontextmanager
 async def counted_session(url: str, started: list):
-    """An SDK client session whose HTTP responses are counted as they start: the server answers a
-    tool call's POST with its event stream's headers once it has taken the call in."""
+    """An SDK client session whose tool calls' HTTP responses are counted as they start: the server
+    answers a tool call's POST with its event stream's headers once it has taken the call in."""
     import httpx2
 
     async def on_response(response) -> None:
-        started.append(response.request.method)
+        if b"tools/call" in response.request.content:
+            started.append(response.status_code)
 
     async with httpx2.AsyncClient(timeout=httpx2.Timeout(60.0, read=300.0),
                                   event_hooks={"response": [on_response]}) as client:
