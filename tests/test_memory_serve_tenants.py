@@ -254,6 +254,19 @@ def test_with_45_stalled_calls_in_one_namespace_another_namespace_answers_at_onc
     print(f"recall in another namespace: {before * 1000:.0f} ms before the stall, {waited * 1000:.0f} ms during it")
 
 
+def test_the_fairness_bounds_are_checked_before_serving(tmp_path, capsys):
+    from mstar.cli import main
+
+    base = ["serve", str(SEED), "--store", str(tmp_path / "mem")]
+    assert main(base + ["--namespace-calls", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "mstar: --namespace-calls 0: give 1 or more"
+    assert main(base + ["--namespace-calls", "8", "--threads", "8"]) == 2
+    assert "--threads 8 must be more than --namespace-calls 8" in capsys.readouterr().err
+    assert main(base + ["--transport", "http", "--allow-host", "http://memory.lan"]) == 2
+    assert "--allow-host 'http://memory.lan': give a host name" in capsys.readouterr().err
+    assert not (tmp_path / "mem").exists()
+
+
 # --------------------------------------------------------------------------- point 3: Host and Origin
 
 
