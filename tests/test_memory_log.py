@@ -80,14 +80,24 @@ def test_a_damaged_line_with_lines_after_it_is_refused_not_dropped(tmp_path):
     assert path.read_bytes() == b"\n".join(lines)        # left as it is
 
 
-def test_a_changed_last_line_with_its_newline_is_dropped_too(tmp_path):
+def test_a_damaged_last_line_with_its_newline_is_refused_and_the_file_left_unchanged(tmp_path):
+    """Only an unterminated last line can be a torn write (the newline is the last byte of the one
+    write call): a whole last line whose checksum fails was written, perhaps acknowledged, and then
+    damaged -- refused like a damaged middle line, nothing cut off."""
     path = tmp_path / "log.jsonl"
     write_records(path, 2)
-    path.write_bytes(path.read_bytes().replace(b"fact 2", b"fact Y"))
+    damaged = path.read_bytes().replace(b"fact 2", b"fact Y")      # one flipped byte in the last line
+    assert damaged.endswith(b"\n")
+    path.write_bytes(damaged)
     warnings: list[str] = []
-    log = WriteLog(path, on_warning=warnings.append)
-    assert [r.seq for r in log.open()] == [1]
-    assert "line 2 is damaged" in warnings[0]
+    with pytest.raises(LogError, match="line 2 is damaged.*it is the last line, but it ends with its newline"):
+        WriteLog(path, on_warning=warnings.append).open()
+    with pytest.raises(LogError, match="line 2 is damaged"):
+        read_log(path)
+    assert path.read_bytes() == damaged and warnings == []
+    WriteLog(path).close()                     # the refused open left no lock behind: a second try says the same
+    with pytest.raises(LogError, match="line 2 is damaged"):
+        WriteLog(path).open()
 
 
 def test_one_writer_per_log(tmp_path):
@@ -161,6 +171,19 @@ def test_any_accepted_name_is_one_folder_inside_the_store(name):
     except StoreError:
         return
     assert "/" not in name and "\\" not in name and not name.startswith(".") and os.path.basename(name) == name
+    assert name.isprintable() and not any(c.isspace() for c in name)      # one line, as `memory info` lists it
+
+
+def test_a_name_with_a_trailing_newline_is_refused_and_makes_no_second_folder(tmp_path):
+    """`$` also matches before a final newline: "alice\n" was a second folder beside "alice"."""
+    for bad in ("alice\n", "alice\r\n", "\nalice", "alice\n\n"):
+        with pytest.raises(StoreError, match="refused"):
+            check_namespace(bad)
+    store = open_store(tmp_path / "mem", SEED.read_text(), "vector_search")
+    store.log_path("alice").touch()
+    with pytest.raises(StoreError, match="refused"):
+        store.log_path("alice\n")
+    assert [p.name for p in store.namespaces_dir.iterdir()] == ["alice"] and store.namespaces() == ["alice"]
 
 
 def test_a_store_belongs_to_one_program(tmp_path):

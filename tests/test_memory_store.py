@@ -300,3 +300,25 @@ def test_reads_of_a_program_whose_read_changes_its_state_do_not_overlap(tmp_path
             th.join(30)
     # the offline task agent formulates the query from the question's words
     assert all(q.split()[-1] in got[q].split()[-1] for q in questions), got
+
+
+def test_a_damaged_last_line_refuses_the_namespace_and_leaves_its_log_unchanged(tmp_path, notes):
+    """A flipped byte in the last, newline-terminated line of a namespace's log: the namespace is
+    refused with one line naming the line (it was acknowledged; it is not a crash's torn write),
+    every call on it says so, and the file stays as it was; other namespaces go on."""
+    store = tmp_path / "mem"
+    with MemoryService(store, notes) as service:
+        for text in ("first fact", "second fact"):
+            service.remember(text, "alice")
+        service.remember("bob's fact", "bob")
+    log = store / "namespaces" / "alice" / "log.jsonl"
+    damaged = log.read_bytes().replace(b"second fact", b"second fakt")
+    log.write_bytes(damaged)
+    with MemoryService(store, None) as service:
+        for call in (lambda: service.recall("?", "alice"), lambda: service.remember("third fact", "alice")):
+            with pytest.raises(StoreError) as refused:
+                call()
+            message = str(refused.value)
+            assert "namespace 'alice'" in message and "line 2 is damaged" in message and "\n" not in message
+        assert "bob's fact" in service.recall("?", "bob").retrieved
+    assert log.read_bytes() == damaged

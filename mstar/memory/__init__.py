@@ -7,7 +7,8 @@ commands (`mstar serve`, `mstar memory`) are thin shells over it.
   sandboxed.py  a program in its sandbox worker with the task agent        the program runs as in evolution: same
                 around it (what mstar.api.MemoryProgram is)                gates, limits, prompts; keys stay here
   log.py        a namespace's write log: one checksummed JSON line per     fsync'd before a write is acknowledged;
-                write (raw text, KnowledgeItem, toolkit replies, error)    a torn last line is dropped with a warning
+                write (raw text, KnowledgeItem, toolkit replies, error)    an unterminated last line is dropped with a
+                                                                           warning; a damaged whole line is refused
   tape.py       the toolkit LLM of a stored memory: replies recorded       replay calls no LLM; nothing of the
                 during a write, served back on replay                      program's state leaves the worker
   store.py      the store folder: program + hash, format version,          one store = one program; namespace
@@ -21,9 +22,15 @@ commands (`mstar serve`, `mstar memory`) are thin shells over it.
   migrate.py    re-ingest a store's texts with a better program            fresh extractions; the old store is
                 (`mstar memory migrate`)                                   only read
   server.py     the MCP server (official `mcp` SDK, the [serve] extra):    HTTP on loopback by default; elsewhere
-                tools remember / recall, the program as a resource;        only with a bearer token
+                tools remember / recall, the program as a resource;        only with a bearer token or an access file
                 stdio and streamable HTTP
+  access.py     who may use which namespace: an access file's clients,     a client sees only its namespaces; tokens
+                each a token and its namespaces (`serve --access`)         kept as SHA-256, compared in constant time
+  fairness.py   a slot per namespace and a bound on the server's threads  a slow namespace queues only its own calls
+                for every tool call
+  hosts.py      Host and Origin checks against DNS rebinding, for every    a request names the bound address,
+                bind (the SDK's own only knows three loopback names)       localhost or an --allow-host name
 
 A store's layout and its fault rules: mstar/memory/store.py and log.py; what a client sees:
-README "Use the winner in your agent".
+README "Use the winner in your agent" and docs/serve.md (several clients: access, fairness, hosts).
 """

@@ -8,9 +8,12 @@ into a fresh worker (mstar.memory.namespace).
 
 Each line carries a CRC-32 of its own canonical JSON, so a line cut short by a crash (SIGKILL
 during the write, power loss before the fsync) is told apart from one with a stray byte:
-  - a damaged *last* line is what a crash leaves: it was never acknowledged, so it is dropped
-    with a warning and cut off the file (the next append must not be glued to it);
-  - a damaged line with good lines after it is not a crash: the log is refused, naming the line.
+  - an *unterminated* last line (no newline after it) is what a crash leaves: the newline is the
+    last byte of the single write, so the write never completed and was never acknowledged; it is
+    dropped with a warning and cut off the file (the next append must not be glued to it);
+  - a damaged line that ends with its newline -- the last one or one in the middle -- was written
+    whole (and may have been acknowledged): that is damage, not a crash, so the log is refused,
+    naming the line, and the file is left as it is.
 A failed append (disk full, a file-size limit) cuts the file back to where it was, so the log
 never holds a write the caller was told failed.
 
@@ -117,10 +120,7 @@ class WriteLog:
         for number, line in enumerate(complete, 1):
             rec = decode_line(line)
             if rec is None or rec.seq != len(records) + 1:
-                if number == len(complete) and not tail:
-                    return self._drop_tail(fd, records, good, len(data), f"line {number} is damaged")
-                raise LogError(f"{self.path}: line {number} is damaged or out of order, and lines follow it "
-                               "(not a crash's torn last line); the log is left as it is")
+                raise LogError(damaged(self.path, number, last=number == len(complete) and not tail))
             records.append(rec)
             good += len(line) + 1
         if tail:
@@ -128,6 +128,7 @@ class WriteLog:
         return records, good
 
     def _drop_tail(self, fd: int, records: list[LogRecord], good: int, size: int, why: str):
+        # Only ever for an unterminated last line (see the module docstring).
         self.dropped = (f"{self.path}: dropped a half-written last line ({why}, {size - good} bytes; a write "
                         f"cut off by a crash, never acknowledged); the {len(records)} writes before it are kept")
         self._warn(self.dropped)
@@ -166,9 +167,17 @@ class WriteLog:
             self._fd = None
 
 
+def damaged(path: Path, number: int, *, last: bool) -> str:
+    """The refusal of a log whose line `number` ends with its newline but does not decode."""
+    where = ("it is the last line, but it ends with its newline: it was written whole, so it is damage, "
+             "not a write cut off by a crash") if last else "lines follow it (not a crash's torn last line)"
+    return f"{path}: line {number} is damaged or out of order; {where}; the log is left as it is"
+
+
 def read_log(path: Path) -> list[LogRecord]:
-    """The records of a log, read without changing it (a torn last line is skipped, not cut
-    off). Refused (LogBusyError) while a process holds the log open for writing."""
+    """The records of a log, read without changing it (an unterminated, torn last line is
+    skipped, not cut off; a damaged whole line is refused). Refused (LogBusyError) while a
+    process holds the log open for writing."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -187,9 +196,7 @@ def read_log(path: Path) -> list[LogRecord]:
     for number, line in enumerate(lines[:-1], 1):
         rec = decode_line(line)
         if rec is None or rec.seq != len(records) + 1:
-            if number == len(lines) - 1 and not lines[-1]:
-                break
-            raise LogError(f"{path}: line {number} is damaged or out of order, and lines follow it")
+            raise LogError(damaged(path, number, last=number == len(lines) - 1 and not lines[-1]))
         records.append(rec)
     return records
 

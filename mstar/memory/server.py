@@ -6,15 +6,18 @@
                                                                 answer=true also the task agent's answer
   resource  memory://program                                  the program's instructions and schemas (JSON)
 
-Every tool runs on a thread of the SDK's (sync tools), over a MemoryService: writes to one
-namespace apply in log order, reads of it run concurrently. A refusal or fault is one line in an
-error result (`is_error`), never a traceback: a bad namespace name, a read-only namespace, a
-full disk, a program that failed.
+Every tool call runs over a MemoryService: writes to one namespace apply in log order, reads of
+it run concurrently. Calls wait for a slot of their namespace and a thread of the server's
+(mstar.memory.fairness: a slow namespace queues only its own calls). A refusal or fault is one
+line in an error result (`is_error`), never a traceback: a bad namespace name, a namespace the
+client may not use, a read-only namespace, a full disk, a program that failed.
 
 Transports: stdio (what desktop hosts launch), and streamable HTTP. HTTP binds loopback by
-default, where the SDK also checks Host/Origin against DNS rebinding; bound to any other address
-the server refuses to start without a bearer token (read from an environment variable, never the
-command line), and every request must carry `Authorization: Bearer <token>`.
+default; on every address the Host and Origin headers are checked against DNS rebinding
+(mstar.memory.hosts). Bound to a non-loopback address the server refuses to start without a
+token: one bearer token (read from an environment variable, never the command line) that every
+request must carry, or an access file with a token per client and the namespaces each may use
+(mstar.memory.access).
 """
 from __future__ import annotations
 
@@ -25,6 +28,9 @@ import json
 import socket
 from typing import Any, Callable, Optional, TypedDict
 
+from mstar.memory.access import Access, AccessGuard
+from mstar.memory.fairness import FairGate
+from mstar.memory.hosts import HostCheck, HostGuard, sdk_check_off
 from mstar.memory.sandboxed import MemoryProgramError
 from mstar.memory.service import MemoryService
 from mstar.memory.store import DEFAULT_NAMESPACE, StoreError
@@ -63,9 +69,10 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:1000] or type(exc).__name__
 
 
-def build_server(service: MemoryService):
-    """The MCPServer for `service` (not started)."""
-    from mcp.server.mcpserver import MCPServer
+def build_server(service: MemoryService, *, gate: FairGate | None = None, access: Access | None = None):
+    """The MCPServer for `service` (not started). `access`: the clients and their namespaces (HTTP
+    with --access); without it every caller may use every namespace."""
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
     info = service.program_info()
@@ -77,20 +84,34 @@ def build_server(service: MemoryService):
                       "before answering; use one namespace per user or agent. Read memory://program for how "
                       "this memory stores and answers."))
 
+    gate = gate or FairGate()
+
     def guarded(op: Callable[[], Any]) -> Any:
         try:
             return op()
         except (StoreError, MemoryProgramError) as exc:
             raise ToolError(_one_line(exc)) from None
 
-    def remember(text: str, namespace: str = DEFAULT_NAMESPACE) -> RememberResult:
-        r = guarded(lambda: service.remember(text, namespace))
+    async def on_namespace(ctx: Any, namespace: str, op: Callable[[], Any]) -> Any:
+        """`op` for a call on `namespace`: the client's access checked, then a fair turn on a thread."""
+        if access is not None:
+            guarded(lambda: access.check(ctx.headers, namespace))
+        return await gate.run(namespace, lambda: guarded(op))
+
+    async def remember(text: str, namespace: str = DEFAULT_NAMESPACE, ctx: Context = None) -> RememberResult:
+        r = await on_namespace(ctx, namespace, lambda: service.remember(text, namespace))
         return {"namespace": r.namespace, "seq": r.seq, "item": r.item, "warnings": r.warnings, "error": r.error}
 
-    def recall(question: str, namespace: str = DEFAULT_NAMESPACE, answer: bool = False) -> RecallResult:
-        a = guarded(lambda: service.recall(question, namespace, answer=answer))
+    async def recall(question: str, namespace: str = DEFAULT_NAMESPACE, answer: bool = False,
+                     ctx: Context = None) -> RecallResult:
+        a = await on_namespace(ctx, namespace, lambda: service.recall(question, namespace, answer=answer))
         return {"namespace": namespace, "retrieved": a.retrieved, "answer": a.answer if answer else None,
                 "query": a.query, "warnings": a.warnings, "error": a.error}
+
+    # The SDK hands a tool its call's Context by the parameter's type; with postponed annotations
+    # that type is a string naming this function's local import, so it is given as the class.
+    for tool in (remember, recall):
+        tool.__annotations__["ctx"] = Context
 
     app.add_tool(remember, name="remember", structured_output=True, description=(
         "Remember a text in the memory (namespace: one per user or agent; made on first use). The memory "
@@ -107,9 +128,9 @@ def build_server(service: MemoryService):
     return app
 
 
-def run_stdio(service: MemoryService) -> None:
+def run_stdio(service: MemoryService, gate: FairGate | None = None) -> None:
     import anyio
-    anyio.run(build_server(service).run_stdio_async)
+    anyio.run(build_server(service, gate=gate).run_stdio_async)
 
 
 def is_loopback(host: str) -> bool:
@@ -156,8 +177,10 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_http(service: MemoryService, sock: socket.socket, token: str | None) -> None:
-    """Serve streamable HTTP at /mcp on `sock` until SIGINT/SIGTERM."""
+def run_http(service: MemoryService, sock: socket.socket, token: str | None, *, access: Access | None = None,
+             allow_hosts: tuple[str, ...] = (), gate: FairGate | None = None) -> None:
+    """Serve streamable HTTP at /mcp on `sock` until SIGINT/SIGTERM: with `access`, the clients of an
+    access file (each its namespaces), else with `token` one bearer token, else (loopback) none."""
     import anyio
     import uvicorn
 
@@ -171,7 +194,9 @@ def run_http(service: MemoryService, sock: socket.socket, token: str | None) -> 
                 getattr(self, "_captured_signals", []).clear()
 
     host = sock.getsockname()[0]
-    app = build_server(service).streamable_http_app(host=host if is_loopback(host) else "0.0.0.0")
-    asgi = BearerGuard(app, token) if token else app
+    app = build_server(service, gate=gate, access=access).streamable_http_app(
+        host=host, transport_security=sdk_check_off())
+    asgi = AccessGuard(app, access) if access else BearerGuard(app, token) if token else app
+    asgi = HostGuard(asgi, HostCheck(host, allow_hosts))        # first: a rebound request learns nothing
     server = Server(uvicorn.Config(asgi, log_level="warning", lifespan="on"))
     anyio.run(lambda: server.serve(sockets=[sock]))

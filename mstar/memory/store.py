@@ -26,7 +26,9 @@ from mstar.run.store import atomic_write_text
 FORMAT = "mstar-memory-store"
 FORMAT_VERSION = 1
 DEFAULT_NAMESPACE = "default"
-NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# Used with fullmatch only: `$` alone also matches before a final newline, and "alice\n" would be a
+# second folder beside "alice".
+NAMESPACE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # Within one store, the programs' chroma collections embed with the workers' own feature hashing
 # (what evaluations use unless a command chose engine-served vectors, mstar.split.embed): replay
 # must embed as the first pass did, so the choice is written down with the store.
@@ -38,7 +40,7 @@ class StoreError(RuntimeError):
 
 
 def check_namespace(name: object) -> str:
-    if not isinstance(name, str) or not NAMESPACE_RE.match(name):
+    if not isinstance(name, str) or not NAMESPACE_RE.fullmatch(name):
         shown = repr(name)[:80]
         raise StoreError(f"namespace {shown} refused: use 1-64 letters, digits, '_', '-' or '.', starting "
                          "with a letter or digit (no '/', no '..')")
@@ -74,7 +76,7 @@ class StoreFolder:
         if not self.namespaces_dir.is_dir():
             return []
         return sorted(p.name for p in self.namespaces_dir.iterdir()
-                      if NAMESPACE_RE.match(p.name) and (p / "log.jsonl").is_file())
+                      if NAMESPACE_RE.fullmatch(p.name) and (p / "log.jsonl").is_file())
 
 
 def open_store(root: str | Path, program: str | None = None, program_name: str = "program",
