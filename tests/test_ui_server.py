@@ -22,7 +22,7 @@ from mstar.ui.access import Access, host_name, is_loopback
 from mstar.ui.folders import RunFolders, SnapshotView, lock_held
 from mstar.ui.server import UIServer, load_assets
 from run_helpers import make_synthetic_run
-from ui_helpers import HOSTILE_BODY, HOSTILE_TITLE, folder_state, get, get_json, make_hostile_run, make_ui_run
+from ui_helpers import HOSTILE_BODY, HOSTILE_TITLE, case, folder_state, get, get_json, make_hostile_run, make_ui_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -150,6 +150,34 @@ def test_paths_outside_the_runs_folder_are_unreachable(served, tmp_path):
         status, _, _ = get(base + path)
         assert status == 404, path
     assert RunFolders(runs).names() == ["syn"]
+
+
+def test_a_crafted_program_id_in_the_lineage_serves_nothing_outside_the_runs_folder(tmp_path):
+    # Issue 41: a run folder received from elsewhere names a program `../../../private/secret`;
+    # programs/<id>.py and cases/<id>.static.json would then be files beside the runs folder.
+    runs, crafted = tmp_path / "runs", "../../../private/secret"
+    make_ui_run(runs / "syn")
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "secret.py").write_text("SECRET = 'the private source'\n")
+    (private / "secret.static.json").write_text(json.dumps({"mean_score": 1, "cases": [case("q9", 1.0,
+                                                 answer="the private answer")]}))
+    lineage = runs / "syn" / "lineage.jsonl"
+    lineage.write_text(lineage.read_text().replace('"iter_001"', json.dumps(crafted)))
+    quoted = crafted.replace("/", "%2F")
+    with UIServer(runs) as srv:
+        base = f"http://127.0.0.1:{srv.port}/api/runs/syn"
+        assert get_json(base)["nodes"][1]["program_id"] == crafted    # the run page still lists it
+        # iteration 1 is the crafted program, iteration 2 its child (whose diff reads the parent)
+        refused = [get(base + path) for path in (
+            "/programs/1", "/programs/2", "/programs/1/cases/static", "/programs/1/cases/static/q9",
+            "/compare?a=1&b=seed_a&split=static", "/compare?a=seed_a&b=1&split=static")]
+        unknown = get(base + f"/programs/{quoted}")      # ids are looked up in the lineage: a seed's only
+    for status, _, body in refused + [unknown]:
+        assert b"the private source" not in body and b"the private answer" not in body and b"q9" not in body
+    for status, _, body in refused:
+        assert status == 409 and "leads outside the run folder" in json.loads(body)["error"], (status, body[:300])
+    assert unknown[0] == 404
 
 
 def test_loopback_server_refuses_other_host_names(served):

@@ -146,19 +146,32 @@ class RunStore:
     def cases_rel(program_id: str, split: str) -> str:
         return f"cases/{program_id}.{split}.json"
 
+    def inside(self, rel: str, named: str) -> Path:
+        """`rel` under the run folder, refused (RunFormatError) when it would lead out of it.
+        Program ids and splits come from the folder's own lineage, which may have been received
+        from elsewhere: an id like `../../../private/secret` must not read (or write) a file
+        outside the run. Resolved, so a symlink planted in programs/ or cases/ is caught too."""
+        path = self.root / rel
+        if "\0" in rel or not path.resolve().is_relative_to(self.root.resolve()):
+            raise RunFormatError(f"{self.root / 'lineage.jsonl'}: {named} leads outside the run folder; "
+                                 "nothing was read from there (the lineage is damaged or was crafted)")
+        return path
+
     def write_program(self, program_id: str, source: str) -> None:
+        self.inside(self.program_rel(program_id), f"program id {program_id!r}")
         self.write_text(self.program_rel(program_id), source)
 
     def read_program(self, program_id: str) -> str | None:
         """The program's source, or None when the run folder has none under that id."""
-        path = self.root / self.program_rel(program_id)
+        path = self.inside(self.program_rel(program_id), f"program id {program_id!r}")
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
     def write_cases(self, program_id: str, split: str, data: dict) -> None:
+        self.inside(self.cases_rel(program_id, split), f"program id {program_id!r} (split {split!r})")
         self.write_json(self.cases_rel(program_id, split), data)
 
     def read_cases(self, program_id: str, split: str) -> dict | None:
-        path = self.root / self.cases_rel(program_id, split)
+        path = self.inside(self.cases_rel(program_id, split), f"program id {program_id!r} (split {split!r})")
         return self.read_json(self.cases_rel(program_id, split)) if path.is_file() else None
 
     def read_jsonl(self, rel: str) -> list[dict]:

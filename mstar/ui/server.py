@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from mstar.run.store import dumps
+from mstar.run.store import RunFormatError, dumps
 from mstar.ui import api, cases
 from mstar.ui.access import Access, is_loopback, new_token
 from mstar.ui.folders import RunFolders, RunNotFound, RunUnreadable
@@ -135,6 +135,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(404, str(exc), api_call)
         except RunUnreadable as exc:
             return self._error(409, f"the run folder cannot be read: {exc}", api_call)
+        except RunFormatError as exc:    # e.g. a lineage id that leads outside the run folder
+            return self._error(409, str(exc), api_call)
         except (BrokenPipeError, ConnectionResetError):
             return None
         except Exception as exc:     # a bug or a record this version misreads: say so, keep serving
