@@ -7,7 +7,7 @@ import pytest
 
 from mstar.llm.limiter import (EndpointLimiter, RateLimitedError, endpoint_key, limit_named, parse_duration,
                                parse_limit_hints)
-from mstar.llm.pacer import BURST_S, DECREASE, LimitHints, Pacer
+from mstar.llm.pacer import BURST_S, DECREASE, NO_HINT_PAUSE_S, LimitHints, Pacer
 
 
 # ------------------------------------------------------------------ the pacer, on a given clock
@@ -52,6 +52,26 @@ def test_a_429_for_a_request_sent_before_the_last_cut_does_not_cut_again():
     p.wait(1.2)
     p.limited_now(1.5, sent_at=1.2, retry_after=0.0)   # sent after the cut: news
     assert p.rate < rate and p.cuts == 2
+
+
+def test_without_retry_after_one_refused_burst_is_one_back_off_step():
+    # Issue 41: an endpoint that sends no Retry-After. 20 requests sent together are refused
+    # together: one answer, one step of the pause -- not twenty doublings (a minute, nothing in flight).
+    p = Pacer()
+    for i in range(20):
+        assert p.wait(i * 0.01) == 0
+    for i in range(20):
+        p.limited_now(0.5 + i * 0.001, sent_at=i * 0.01, retry_after=None)
+    assert p.not_before == pytest.approx(0.519 + NO_HINT_PAUSE_S)
+    # A request sent after that pause, refused again: the pause was too short -- the next step.
+    assert p.wait(p.not_before) == 0
+    p.limited_now(2.0, sent_at=1.52, retry_after=None)
+    p.limited_now(2.01, sent_at=1.52, retry_after=None)    # the same round trip: no further step
+    assert p.not_before == pytest.approx(2.01 + 2 * NO_HINT_PAUSE_S)
+    # A reply: the endpoint takes requests again, the pause starts over.
+    p.served(4.5)
+    p.limited_now(5.0, sent_at=4.6, retry_after=None)
+    assert p.not_before == pytest.approx(5.0 + NO_HINT_PAUSE_S)
 
 
 def test_refusals_that_go_on_at_any_pace_do_not_spiral_it_down_to_nothing():
