@@ -41,6 +41,11 @@ class RunFormatError(ValueError):
     The message names the file and the problem."""
 
 
+def repair_hint(root: Path) -> str:
+    """The way on from a damaged line in the middle of a run's JSON-lines file (mstar/run/repair.py)."""
+    return f"`mstar repair {root}` sets damaged lines aside (kept in a side file) and says what that loses"
+
+
 class RunLockedError(RuntimeError):
     """Another live process holds the run folder."""
 
@@ -203,8 +208,8 @@ class RunStore:
                     partial = (f"{path}:{n}: the last line is a partial write "
                                f"({len(line)} characters, {exc.msg}); it was left out")
                 else:
-                    raise RunFormatError(f"{path}:{n}: not a JSON line ({exc.msg}); "
-                                         "the file is damaged") from None
+                    raise RunFormatError(f"{path}:{n}: not a JSON line ({exc.msg}); the file is damaged -- "
+                                         + repair_hint(self.root)) from None
         return out, partial
 
     def drop_partial_tail(self, rel: str) -> str | None:
