@@ -236,3 +236,25 @@ def test_an_endpoint_that_only_refuses_runs_out_of_patience_for_every_caller():
 def test_patience_must_be_positive():
     with pytest.raises(ValueError, match="patience"):
         EndpointLimiter("ep", patience_s=0)
+
+
+def test_the_rate_shown_is_the_replies_of_the_last_minute_not_the_pace():
+    # Issue 41: the progress line said "throttled to 918/min" under a 600/min limit (the pace the
+    # pacer probed at) and 0/min while a pause held everyone (the pacer's 5 s window).
+    now = [0.0]
+    lim = EndpointLimiter("ep", rpm=1200, clock=lambda: now[0])
+    for k in range(300):                          # 300 replies over a minute: 300/min served
+        now[0] = k * 0.2
+        lim.acquire()
+        lim.served()
+    st = lim.status()
+    assert st["pace_rpm"] == 1200.0 and st["answered_rpm"] == pytest.approx(300, abs=1)
+    now[0] += 10.0                                # ten seconds with nothing answered (a pause)
+    st = lim.status()
+    assert st["served_rpm"] == 0 and st["answered_rpm"] == pytest.approx(250, abs=1)   # 250 in the last minute
+    fresh = EndpointLimiter("ep", clock=lambda: now[0])
+    start = now[0]
+    for k in range(20):                           # 20 replies in the first 10 s: 120/min so far
+        now[0] = start + (k + 1) * 0.5
+        fresh.served()
+    assert fresh.status()["answered_rpm"] == pytest.approx(120)
