@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -178,6 +179,36 @@ def test_a_crafted_program_id_in_the_lineage_serves_nothing_outside_the_runs_fol
     for status, _, body in refused:
         assert status == 409 and "leads outside the run folder" in json.loads(body)["error"], (status, body[:300])
     assert unknown[0] == 404
+
+
+def test_a_burst_of_connections_waits_in_the_listen_queue(tmp_path):
+    # Issue 41: the queue was 5; the kernel dropped the 7th connection of a burst until the server
+    # accepted. The server below listens but does not accept yet: all 48 must still connect.
+    make_ui_run(tmp_path / "syn")
+    srv = UIServer(tmp_path)
+    socks = []
+    try:
+        for _ in range(48):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+            s.sendall(b"GET /api/runs HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            socks.append(s)
+        srv.start()
+        for s in socks:
+            assert s.makefile("rb").readline().startswith(b"HTTP/1.0 200")
+    finally:
+        for s in socks:
+            s.close()
+        srv.close()
+
+
+def test_a_silent_connection_is_closed_and_frees_its_thread(tmp_path):
+    make_ui_run(tmp_path / "syn")
+    with UIServer(tmp_path, connection_timeout_s=0.5) as srv:
+        silent = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        silent.sendall(b"GET /api/ru")          # half a request line, then nothing
+        assert silent.recv(100) == b""          # closed by the server, long before our 30 s
+        silent.close()
+        assert get(f"http://127.0.0.1:{srv.port}/api/runs")[0] == 200
 
 
 def test_loopback_server_refuses_other_host_names(served):
