@@ -303,4 +303,10 @@ def find_run(ref: str | Path, runs_dir: str | Path = "runs") -> Path:
     under = Path(runs_dir) / str(ref)
     if under.is_dir():
         return under
-    raise RunFormatError(f"no run folder {str(ref)!r} (looked at {path} and {under})")
+    places = list(dict.fromkeys((path, under)))     # an absolute path is both: name it once
+    files = [p for p in places if p.exists()]
+    if files:
+        raise RunFormatError(f"{files[0]} is a file, not a run folder: give the run's folder")
+    if len(places) == 1:
+        raise RunFormatError(f"no run folder at {path}")
+    raise RunFormatError(f"no run folder {str(ref)!r}: neither {path} nor {under} exists")
