@@ -2,6 +2,7 @@
 """A default run against an endpoint with an ordinary account's rate limit (issue 28).
 
     python bench/bench_ratelimit.py [--rpm 600] [--latency 0.3] [--iterations 5] [--size 0.2] [--quick]
+                                    [--no-retry-after]
 
 The project's fake OpenAI server (offline models behind it, each reply after `--latency`
 seconds, in its own process) refuses requests past a token bucket -- `--rpm` requests a minute
@@ -15,7 +16,10 @@ runs against it. Rows:
      as long as under row 1 (`--tpm`, or derived from row 3's tokens);
   3. no limit, for reference;
   4. the same as 3 again: identical runs must send the same number of seed-phase requests
-     (single flight: an identical request in flight is waited for, not sent again).
+     (single flight: an identical request in flight is waited for, not sent again);
+  5. with --no-retry-after: row 1's limit, its 429s sent with no Retry-After header and no "try
+     again in" in the message (issue 41: the run must find its pause by itself; target as row 1,
+     0 failed calls at >= 90% of the limit).
 
 Columns: exit code, calls that failed after their retries (target 0), 429s the server sent, the
 seconds calls spent held back by mstar's limiter (summed over calls), the most requests the
@@ -101,28 +105,39 @@ def main() -> int:
     ap.add_argument("--latency", type=float, default=0.3)
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--size", type=float, default=0.2)
-    ap.add_argument("--quick", action="store_true", help="only the requests/min row")
+    ap.add_argument("--quick", action="store_true", help="only the requests/min row(s)")
+    ap.add_argument("--no-retry-after", action="store_true",
+                    help="also the requests/min limit with 429s that carry no Retry-After")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="mstar-bench-rl-") as t:
         tmp = Path(t)
         free = [] if args.quick else [run_once("no limit", args, tmp, []), run_once("no limit, again", args, tmp, [])]
         limited = [run_once(f"{args.rpm:g} req/min", args, tmp, ["--rpm", str(args.rpm), "--burst", str(args.burst)])]
+        if args.no_retry_after:
+            limited.append(run_once(f"{args.rpm:g} req/min, no Retry-After", args, tmp,
+                                    ["--rpm", str(args.rpm), "--burst", str(args.burst), "--no-retry-after"]))
         tpm = args.tpm
         if not args.quick:
             if tpm is None:   # as tight as the request limit: the unlimited run's tokens over its paced minimum
                 tpm = free[0]["tokens"] / max(1, free[0]["served"]) * args.rpm
-            limited.append(run_once(f"{tpm:,.0f} tok/min", args, tmp, ["--tpm", str(tpm), "--burst", str(args.burst)]))
+            limited.insert(1, run_once(f"{tpm:,.0f} tok/min", args, tmp, ["--tpm", str(tpm), "--burst", str(args.burst)]))
     print(f"default sample run (--size {args.size:g}, {args.iterations} iterations) at {args.latency * 1000:.0f} ms "
-          f"a reply; buckets hold {args.burst:g} s of their rate; Retry-After in whole seconds, no x-ratelimit headers")
+          f"a reply; buckets hold {args.burst:g} s of their rate; Retry-After in whole seconds (but where the row says none), "
+          "no x-ratelimit headers")
     print("| run | exit | failed calls | 429s | held s (summed) | peak in flight | requests | wall s "
           "| paced minimum s | rate (first to last request) | seed reqs |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     print(row(limited[0], args.rpm, args.burst, "req"))
-    if len(limited) > 1:
+    if not args.quick:
         print(row(limited[1], tpm, args.burst, "tok"))
+    if args.no_retry_after:
+        print(row(limited[-1], args.rpm, args.burst, "req"))
     for r in free:
         print(row(r, None, args.burst, "req"))
     ok = all(r["exit"] == 0 and r["failed"] == 0 for r in limited + free) and all(r["peak"] <= 64 for r in limited + free)
+    if args.no_retry_after:     # issue 41's target: without the header as with it, >= 90% of the limit
+        r = limited[-1]
+        ok = ok and r["span"] > 0 and r["served"] / r["span"] * 60 >= 0.9 * args.rpm
     if free:
         ok = ok and free[0]["seed_reqs"] == free[1]["seed_reqs"]
     return 0 if ok else 1

@@ -7,8 +7,8 @@ import os
 import sys
 
 # Subcommand modules, in the order `mstar --help` lists them.
-COMMANDS = ("evolve", "resume", "runs", "lineage", "show", "export", "eval", "report", "ui", "baselines", "check",
-            "serve", "memory")
+COMMANDS = ("evolve", "resume", "repair", "runs", "lineage", "show", "export", "eval", "report", "ui", "baselines",
+            "check", "serve", "memory")
 
 
 def build_parser() -> argparse.ArgumentParser:

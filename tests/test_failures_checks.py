@@ -128,7 +128,9 @@ def test_live_progress_lines_when_not_a_terminal():
     said = err.getvalue().splitlines()
     assert len(said) == 2 and "timed out after 4s" in said[0] and "HTTP 429 (slow down)" in said[1]
     assert "paced together" in said[1] and "waiting, not failing" in said[1]
-    live.router.throttled = {"throttling": True, "pace_rpm": 582.4, "served_rpm": 570.0, "rate_limited": 41}
+    # the rate served over the last minute, not the pace the limiter probes at (issue 41)
+    live.router.throttled = {"throttling": True, "pace_rpm": 918.4, "served_rpm": 0.0, "answered_rpm": 582.4,
+                             "rate_limited": 41}
     clock.now += 10
     live.show()
     assert out.getvalue().splitlines()[-1] == ("wait  seed_vector_search: cases 0/6, writes 12/20, 7 calls in "

@@ -4,6 +4,7 @@ naming the role, model, base URL and what to fix, an exit code that is not 0, an
 preflight catches it -- before any run folder or seed evaluation exists."""
 import json
 import re
+from collections import Counter
 import threading
 from pathlib import Path
 
@@ -164,3 +165,25 @@ def test_a_reflector_command_that_does_not_exist_is_caught_by_the_preflight(tmp_
     [line] = error_lines(capsys.readouterr().err)
     assert line == ("mstar: role 'reflector': command '/no/such/agent' not found -- check reflector.command "
                     "(the program must be on PATH or a path to an executable)")
+
+
+def test_the_preflight_asks_for_a_capped_completion():
+    # Issue 41: a model that does not answer "ok" (a base model) wrote 604 tokens for the check.
+    from mstar.config import LLMConfig, RoleConfig
+    from mstar.llm.preflight import MAX_TOKENS
+    from mstar.llm.router import LLMRouter
+
+    def rambling(model, messages):
+        return "Connection check: reply with the single word ok. " * 50      # never says just "ok"
+    with FakeOpenAIServer(rambling) as srv:
+        def role(**kw):
+            return RoleConfig(backend="openai", base_url=srv.base_url, model="base", max_retries=0, **kw)
+        cfg = LLMConfig(task=role(), toolkit=role(max_tokens=8), reflector=role(reasoning_effort="low"),
+                        judge=role(max_tokens=4000), cache_dir=None)
+        checks = LLMRouter.from_config(cfg, env={}).preflight()
+        bodies = list(srv.requests)
+    assert all(c.ok for c in checks) and len(bodies) == 4
+    caps = Counter((b.get("max_tokens"), b.get("max_completion_tokens")) for b in bodies if b["messages"] == PROMPT)
+    # the cap, or the role's own when lower; a reasoning model's in max_completion_tokens
+    assert caps == Counter([(MAX_TOKENS, None), (8, None), (None, MAX_TOKENS), (MAX_TOKENS, None)])
+    assert MAX_TOKENS <= 16

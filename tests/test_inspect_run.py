@@ -157,3 +157,16 @@ def test_spend_counts_cache_hits_as_calls_but_not_as_tokens_spent():
     assert (reflector.calls, reflector.errors, reflector.tokens, reflector.saved_tokens) == (2, 1, 0, 1200)
     t = total(spend)
     assert (t.calls, t.tokens, t.cache_hits, t.saved_tokens) == (4, 110, 2, 1310)
+
+
+def test_a_missing_run_is_named_once(tmp_path, capsys):
+    # Issue 41: an absolute path was both places looked at: "looked at X and X".
+    gone = tmp_path / "gone"
+    assert main(["lineage", str(gone)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"mstar: no run folder at {gone}\n" and err.count(str(gone)) == 1
+    assert main(["lineage", "gone", "--runs-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"mstar: no run folder 'gone': neither gone nor {gone} exists\n"
+    (tmp_path / "file.txt").write_text("x")
+    assert main(["lineage", str(tmp_path / "file.txt")]) == 2
+    assert "is a file, not a run folder" in capsys.readouterr().err

@@ -172,3 +172,14 @@ def test_an_endpoint_that_refuses_everything_stops_the_run_resumably_as_rate_lim
     assert "rate limited" in view.stop.reason and "answered 429" in view.stop.reason
     assert [e["event"] for e in events(run)] == ["stopped"]          # nothing was scored
     assert f"resume  mstar resume {run}" in out
+
+
+def test_the_fake_servers_limit_can_refuse_without_retry_after():
+    # Issue 41: some endpoints send 429 with no Retry-After (bench/bench_ratelimit.py --no-retry-after).
+    from mstar.testing.rate_limit import Limiter
+    for retry_after in (True, False):
+        limiter = Limiter(RateLimit(rpm=60, burst_s=1.0, retry_after=retry_after), clock=lambda: 0.0)
+        assert limiter.admit(10)[0] is None
+        wait, headers, which = limiter.admit(10)
+        assert wait == pytest.approx(1.0) and which == "requests"
+        assert ("Retry-After" in headers) is retry_after

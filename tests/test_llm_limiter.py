@@ -7,7 +7,7 @@ import pytest
 
 from mstar.llm.limiter import (EndpointLimiter, RateLimitedError, endpoint_key, limit_named, parse_duration,
                                parse_limit_hints)
-from mstar.llm.pacer import BURST_S, DECREASE, LimitHints, Pacer
+from mstar.llm.pacer import BURST_S, DECREASE, NO_HINT_PAUSE_S, LimitHints, Pacer
 
 
 # ------------------------------------------------------------------ the pacer, on a given clock
@@ -52,6 +52,26 @@ def test_a_429_for_a_request_sent_before_the_last_cut_does_not_cut_again():
     p.wait(1.2)
     p.limited_now(1.5, sent_at=1.2, retry_after=0.0)   # sent after the cut: news
     assert p.rate < rate and p.cuts == 2
+
+
+def test_without_retry_after_one_refused_burst_is_one_back_off_step():
+    # Issue 41: an endpoint that sends no Retry-After. 20 requests sent together are refused
+    # together: one answer, one step of the pause -- not twenty doublings (a minute, nothing in flight).
+    p = Pacer()
+    for i in range(20):
+        assert p.wait(i * 0.01) == 0
+    for i in range(20):
+        p.limited_now(0.5 + i * 0.001, sent_at=i * 0.01, retry_after=None)
+    assert p.not_before == pytest.approx(0.519 + NO_HINT_PAUSE_S)
+    # A request sent after that pause, refused again: the pause was too short -- the next step.
+    assert p.wait(p.not_before) == 0
+    p.limited_now(2.0, sent_at=1.52, retry_after=None)
+    p.limited_now(2.01, sent_at=1.52, retry_after=None)    # the same round trip: no further step
+    assert p.not_before == pytest.approx(2.01 + 2 * NO_HINT_PAUSE_S)
+    # A reply: the endpoint takes requests again, the pause starts over.
+    p.served(4.5)
+    p.limited_now(5.0, sent_at=4.6, retry_after=None)
+    assert p.not_before == pytest.approx(5.0 + NO_HINT_PAUSE_S)
 
 
 def test_refusals_that_go_on_at_any_pace_do_not_spiral_it_down_to_nothing():
@@ -216,3 +236,25 @@ def test_an_endpoint_that_only_refuses_runs_out_of_patience_for_every_caller():
 def test_patience_must_be_positive():
     with pytest.raises(ValueError, match="patience"):
         EndpointLimiter("ep", patience_s=0)
+
+
+def test_the_rate_shown_is_the_replies_of_the_last_minute_not_the_pace():
+    # Issue 41: the progress line said "throttled to 918/min" under a 600/min limit (the pace the
+    # pacer probed at) and 0/min while a pause held everyone (the pacer's 5 s window).
+    now = [0.0]
+    lim = EndpointLimiter("ep", rpm=1200, clock=lambda: now[0])
+    for k in range(300):                          # 300 replies over a minute: 300/min served
+        now[0] = k * 0.2
+        lim.acquire()
+        lim.served()
+    st = lim.status()
+    assert st["pace_rpm"] == 1200.0 and st["answered_rpm"] == pytest.approx(300, abs=1)
+    now[0] += 10.0                                # ten seconds with nothing answered (a pause)
+    st = lim.status()
+    assert st["served_rpm"] == 0 and st["answered_rpm"] == pytest.approx(250, abs=1)   # 250 in the last minute
+    fresh = EndpointLimiter("ep", clock=lambda: now[0])
+    start = now[0]
+    for k in range(20):                           # 20 replies in the first 10 s: 120/min so far
+        now[0] = start + (k + 1) * 0.5
+        fresh.served()
+    assert fresh.status()["answered_rpm"] == pytest.approx(120)

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from mstar.config import RunConfig
-from mstar.run.store import RunStore
+from mstar.run.store import RunFormatError, RunStore
 
 
 def test_store_layout_and_jsonl(tmp_path):
@@ -37,3 +37,18 @@ def test_config_round_trip_through_json():
     cfg = RunConfig(name="x", seeds=("a", "b"))
     back = RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert back == cfg
+
+
+def test_program_and_case_paths_never_lead_out_of_the_run_folder(tmp_path):
+    # Issue 41: ids come from the folder's own lineage; a crafted one, or a planted symlink, is refused.
+    store = RunStore(tmp_path / "run")
+    store.create()
+    (tmp_path / "secret.py").write_text("SECRET = 1\n")
+    (tmp_path / "run" / "programs" / "linked.py").symlink_to(tmp_path / "secret.py")
+    for read in (lambda: store.read_program("../../secret"), lambda: store.read_program("linked"),
+                 lambda: store.read_cases("x", "/../../../../secret"), lambda: store.write_program("../../out", "x")):
+        with pytest.raises(RunFormatError, match="leads outside the run folder"):
+            read()
+    assert not (tmp_path / "out.py").exists()
+    store.write_program("iter_001", "ok\n")
+    assert store.read_program("iter_001") == "ok\n" and store.read_program("iter_002") is None

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from mstar.ui.access import Access, host_name, is_loopback
 from mstar.ui.folders import RunFolders, SnapshotView, lock_held
 from mstar.ui.server import UIServer, load_assets
 from run_helpers import make_synthetic_run
-from ui_helpers import HOSTILE_BODY, HOSTILE_TITLE, folder_state, get, get_json, make_hostile_run, make_ui_run
+from ui_helpers import HOSTILE_BODY, HOSTILE_TITLE, case, folder_state, get, get_json, make_hostile_run, make_ui_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -150,6 +151,64 @@ def test_paths_outside_the_runs_folder_are_unreachable(served, tmp_path):
         status, _, _ = get(base + path)
         assert status == 404, path
     assert RunFolders(runs).names() == ["syn"]
+
+
+def test_a_crafted_program_id_in_the_lineage_serves_nothing_outside_the_runs_folder(tmp_path):
+    # Issue 41: a run folder received from elsewhere names a program `../../../private/secret`;
+    # programs/<id>.py and cases/<id>.static.json would then be files beside the runs folder.
+    runs, crafted = tmp_path / "runs", "../../../private/secret"
+    make_ui_run(runs / "syn")
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "secret.py").write_text("SECRET = 'the private source'\n")
+    (private / "secret.static.json").write_text(json.dumps({"mean_score": 1, "cases": [case("q9", 1.0,
+                                                 answer="the private answer")]}))
+    lineage = runs / "syn" / "lineage.jsonl"
+    lineage.write_text(lineage.read_text().replace('"iter_001"', json.dumps(crafted)))
+    quoted = crafted.replace("/", "%2F")
+    with UIServer(runs) as srv:
+        base = f"http://127.0.0.1:{srv.port}/api/runs/syn"
+        assert get_json(base)["nodes"][1]["program_id"] == crafted    # the run page still lists it
+        # iteration 1 is the crafted program, iteration 2 its child (whose diff reads the parent)
+        refused = [get(base + path) for path in (
+            "/programs/1", "/programs/2", "/programs/1/cases/static", "/programs/1/cases/static/q9",
+            "/compare?a=1&b=seed_a&split=static", "/compare?a=seed_a&b=1&split=static")]
+        unknown = get(base + f"/programs/{quoted}")      # ids are looked up in the lineage: a seed's only
+    for status, _, body in refused + [unknown]:
+        assert b"the private source" not in body and b"the private answer" not in body and b"q9" not in body
+    for status, _, body in refused:
+        assert status == 409 and "leads outside the run folder" in json.loads(body)["error"], (status, body[:300])
+    assert unknown[0] == 404
+
+
+def test_a_burst_of_connections_waits_in_the_listen_queue(tmp_path):
+    # Issue 41: the queue was 5; the kernel dropped the 7th connection of a burst until the server
+    # accepted. The server below listens but does not accept yet: all 48 must still connect.
+    make_ui_run(tmp_path / "syn")
+    srv = UIServer(tmp_path)
+    socks = []
+    try:
+        for _ in range(48):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+            s.sendall(b"GET /api/runs HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            socks.append(s)
+        srv.start()
+        for s in socks:
+            assert s.makefile("rb").readline().startswith(b"HTTP/1.0 200")
+    finally:
+        for s in socks:
+            s.close()
+        srv.close()
+
+
+def test_a_silent_connection_is_closed_and_frees_its_thread(tmp_path):
+    make_ui_run(tmp_path / "syn")
+    with UIServer(tmp_path, connection_timeout_s=0.5) as srv:
+        silent = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        silent.sendall(b"GET /api/ru")          # half a request line, then nothing
+        assert silent.recv(100) == b""          # closed by the server, long before our 30 s
+        silent.close()
+        assert get(f"http://127.0.0.1:{srv.port}/api/runs")[0] == 200
 
 
 def test_loopback_server_refuses_other_host_names(served):

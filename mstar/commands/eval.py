@@ -86,9 +86,9 @@ def _queries_and_episodes(task, args):
 def cmd_eval(args) -> int:
     from mstar.commands.llm_flags import check_llm_numbers, resolve_llm
     from mstar.config import SandboxConfig
-    from mstar.evaluation import evaluate
+    from mstar.evaluation import EndpointOutage, evaluate
     from mstar.llm.router import LLMRouter
-    from mstar.llm.types import LLMError
+    from mstar.llm.types import FatalLLMError, LLMError
     from mstar.run import xray_text
     from mstar.run.store import atomic_write_text
     from mstar.commands import load_task_or_report, task_options
@@ -116,14 +116,25 @@ def cmd_eval(args) -> int:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    res = evaluate(source, episodes, queries, metric=task.score, router=router, sandbox=SandboxConfig(),
-                   workers=args.workers)
-    router.close()
+    try:
+        res = evaluate(source, episodes, queries, metric=task.score, router=router, sandbox=SandboxConfig(),
+                       workers=args.workers)
+    except (EndpointOutage, FatalLLMError) as exc:
+        # As `mstar evolve` stops on it: one line and rc 3. A score from an endpoint that did not
+        # answer would say nothing about the program, so none is printed.
+        kind = "rejected the requests" if isinstance(exc, FatalLLMError) else "failed"
+        print(terminal_safe(f"mstar: the LLM endpoint {kind} during the evaluation, so {label} was not scored: "
+                            f"{exc}", newlines=False), file=sys.stderr)
+        return 3
+    finally:
+        router.close()
+    not_ingested = [w.ingest_error for w in res.writes if w.ingest_error]
     out = {"program": args.program, "name": label, "task": task.name, "split": args.split,
            "metric": getattr(task, "metric_name", None), "queries": len(queries), "episodes": len(episodes),
            "mean_score": res.mean_score, "per_category": res.per_category,
            "counts": _counts(c.category for c in res.cases), "error": res.error,
-           "failed_cases": sum(1 for c in res.cases if c.error), "xray": res.xray, "llm": router.totals(),
+           "failed_cases": sum(1 for c in res.cases if c.error), "ingest_errors": res.ingest_errors,
+           "xray": res.xray, "llm": router.totals(),
            "seconds": round(time.perf_counter() - t0, 3)}
     if args.cases_out:
         atomic_write_text(Path(args.cases_out), json.dumps({**out, "result": res.to_dict()}, indent=2,
@@ -132,7 +143,12 @@ def cmd_eval(args) -> int:
         print(json.dumps(out, indent=2, default=str))
     else:
         print(f"program {label} ({args.program})")
-        print(f"task    {task.name}, split {args.split}: {len(queries)} queries, {len(episodes)} episodes ingested")
+        ingested = len(episodes) - res.ingest_errors
+        print(f"task    {task.name}, split {args.split}: {len(queries)} queries, {ingested} episodes ingested"
+              + (f" of {len(episodes)}" if res.ingest_errors else ""))
+        if res.ingest_errors:     # the score is of a memory that misses these episodes
+            print(terminal_safe(f"warning {res.ingest_errors} episode(s) not ingested, the score is of a memory "
+                                f"without them: {not_ingested[-1]}", newlines=False))
         if res.error:
             print(terminal_safe(f"error   the program failed as a whole: {res.error.get('message', res.error)}",
                                 newlines=False))

@@ -14,7 +14,9 @@ back; the rate itself is worked out by mstar/llm/pacer.py. Here:
   waiting and new call fails with RateLimitedError, which stops the run (resumably, never
   scored) with a line that says "rate limited".
 - Counters for the console and the summary: 429s seen, seconds callers spent held back, the
-  current pace.
+  current pace, and the rate served: replies in the last minute (ANSWERED_WINDOW_S; since the
+  start while that is shorter). The progress line shows the rate served, not the pace: the pace
+  is where the pacer probes (above the limit at times, 0 while a pause holds everyone).
 
 With no 429 and no --rpm / --tpm the limiter never makes anyone wait, and a permit costs one
 uncontended lock.
@@ -27,12 +29,14 @@ import itertools
 import math
 import threading
 import time
+from collections import deque
 from typing import Callable
 
 from mstar.llm.pacer import LimitHints, Pacer
 from mstar.llm.types import FatalLLMError, estimate_tokens, messages_text
 
 DEFAULT_PATIENCE_S = 600.0
+ANSWERED_WINDOW_S = 60.0
 
 
 class RateLimitedError(FatalLLMError):
@@ -61,6 +65,8 @@ class EndpointLimiter:
         self.held_s = 0.0                          # seconds callers spent waiting here, summed
         self.waits = 0                             # permits that had to wait
         self._paced_until = 0.0                    # the last moment a caller was held back
+        self._started = clock()
+        self._replies: deque[float] = deque()      # when the replies of the last minute came
 
     # ------------------------------------------------------------ permits
     def acquire(self, priority: int = 1, tokens: float = 0.0) -> float:
@@ -97,7 +103,9 @@ class EndpointLimiter:
     def served(self, hints: LimitHints | None = None, token_error: float = 0.0) -> None:
         with self._cond:
             self._refused_since = None
-            self._pacer.served(self._clock(), hints, token_error)
+            now = self._clock()
+            self._replies.append(now)
+            self._pacer.served(now, hints, token_error)
             self._cond.notify_all()
 
     def refused(self, sent_at: float, retry_after: float | None, hints: LimitHints | None = None,
@@ -130,9 +138,16 @@ class EndpointLimiter:
                     "held_s": round(self.held_s, 3), "held_calls": self.waits,
                     "pace_rpm": round(rate * 60, 1) if rate is not None else None,
                     "served_rpm": round(self._pacer.served_rate(now) * 60, 1),
+                    "answered_rpm": round(self._answered_rpm(now), 1),
                     "throttling": bool(self._queue) or now < self._paced_until}
 
     # ------------------------------------------------------------ inside
+    def _answered_rpm(self, now: float) -> float:
+        """Replies per minute over the last minute (or since the start, when that is shorter)."""
+        while self._replies and self._replies[0] < now - ANSWERED_WINDOW_S:
+            self._replies.popleft()
+        return len(self._replies) * 60.0 / max(1.0, min(ANSWERED_WINDOW_S, now - self._started))
+
     def _account(self, started: float, now: float) -> None:
         if now > started:
             self.held_s += now - started

@@ -54,19 +54,21 @@ class OpenAIBackend:
     def _keep_headers(self, response) -> None:
         self._seen.headers = response.headers
 
-    def request_params(self) -> dict:
-        """Sampling parameters sent with every request (also part of the cache key)."""
+    def request_params(self, max_tokens: int | None = None) -> dict:
+        """Sampling parameters sent with every request (also part of the cache key); `max_tokens`
+        caps the completion below the role's own limit (the preflight's one word)."""
         cfg, kwargs = self._cfg, {}
         if cfg.temperature is not None:
             kwargs["temperature"] = cfg.temperature
         if cfg.reasoning_effort is not None:
             kwargs["reasoning_effort"] = cfg.reasoning_effort
-        if cfg.max_tokens is not None:
+        cap = cfg.max_tokens if max_tokens is None else min(max_tokens, cfg.max_tokens or max_tokens)
+        if cap is not None:
             # Reasoning models refuse max_tokens and want max_completion_tokens instead.
-            kwargs["max_completion_tokens" if cfg.reasoning_effort else "max_tokens"] = cfg.max_tokens
+            kwargs["max_completion_tokens" if cfg.reasoning_effort else "max_tokens"] = cap
         return kwargs
 
-    def complete(self, messages: list[dict]) -> ChatResponse:
+    def complete(self, messages: list[dict], *, max_tokens: int | None = None) -> ChatResponse:
         oa, who = self._openai, f"role {self.role!r} ({self.model} at {self.base_url or 'api.openai.com'})"
         start = time.perf_counter()
         self._seen.headers = None
@@ -77,7 +79,8 @@ class OpenAIBackend:
             # ~1.5 ms of this process's CPU a call (measured at 64 threads: 3.1-3.35 -> 1.6-1.75 ms)
             # that every other request in flight waits on. The reply is checked below instead.
             raw = self._client.post("/chat/completions", cast_to=bytes,
-                                    body={"model": self.model, "messages": messages, **self.request_params()})
+                                    body={"model": self.model, "messages": messages,
+                                          **self.request_params(max_tokens)})
             resp = _completion(json.loads(raw))
         except oa.APITimeoutError as exc:
             raise TransientLLMError(f"{who}: timed out after {self._cfg.timeout_s:g}s", kind="timeout") from exc

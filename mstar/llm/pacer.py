@@ -21,7 +21,11 @@ takes 9.4 s unrefused. Past that share the endpoint is limiting the run. Then th
 (OpenAI-style messages say "requests per min" or "tokens per min"; unknown means both) is cut to
 DECREASE x what the endpoint took over the last WINDOW_S seconds -- once per round trip: a 429 for
 a request sent before the last cut says nothing new. Every caller also waits out the Retry-After
-(a shared pause, never one schedule per call). While callers wait on the pacing and no 429 comes,
+(a shared pause, never one schedule per call). An endpoint that sends no Retry-After gets a
+pause of NO_HINT_PAUSE_S that doubles once per round trip refused (a 429 for a request sent
+after the last step), never once per 429 of one refused burst, and starts over at the next reply;
+the rate itself is found as with the header (in the simulation above without Retry-After: the same
+70.5 s, where doubling per 429 took 793 s). While callers wait on the pacing and no 429 comes,
 the rate grows by INCREASE per second, or by RECOVER while it is still well below where it was
 cut. Where the endpoint keeps a bucket of its own, the seconds spent below its rate refill it and
 the seconds above spend it, so the run's throughput stays close to the limit: in a simulation of
@@ -44,7 +48,8 @@ DECREASE = 0.8       # on a 429: this share of the rate the endpoint took lately
 WINDOW_S = 5.0       # the taken rate is measured over this many seconds
 BURST_S = 1.0        # after an idle moment, this many seconds' worth of requests may go at once
 MIN_RATE = 0.05      # never paced slower than this share of a unit a second (one request every 20 s)
-NO_HINT_PAUSE_S = 1.0   # a 429 without Retry-After: the shared pause, doubling while 429s repeat
+NO_HINT_PAUSE_S = 1.0   # a 429 without Retry-After: the shared pause, doubling per round trip refused
+NO_HINT_MAX_S = 60.0    # ... up to this
 LIMITED_SHARE = 0.1  # the endpoint is limiting the run when this share of its recent answers are 429s
 FLOOR_SHARE = 0.25   # a cut never goes below this share of the most the endpoint took lately ...
 FLOOR_MEMORY_S = 600.0   # ... over this many seconds
@@ -162,6 +167,7 @@ class Pacer:
         self._served: deque[float] = deque()    # times of recent replies
         self._refusals: deque[float] = deque()  # times of recent 429s
         self._no_hint_pause = NO_HINT_PAUSE_S
+        self._no_hint_at: float | None = None   # when that pause last stepped (None: a reply since)
         self.limited = 0                        # 429s seen
         self.cuts = 0
 
@@ -192,7 +198,7 @@ class Pacer:
         """A reply arrived. `token_error`: its real tokens minus the estimate it was paced by."""
         self._served.append(now)
         self._forget(now)
-        self._no_hint_pause = NO_HINT_PAUSE_S
+        self._no_hint_pause, self._no_hint_at = NO_HINT_PAUSE_S, None
         self.tokens.correct(token_error)
         if hints is not None:
             self._apply(now, hints)
@@ -216,8 +222,7 @@ class Pacer:
         if hints is not None:
             self._apply(now, hints)
         if retry_after is None or retry_after < 0:
-            pause = self._no_hint_pause
-            self._no_hint_pause = min(60.0, self._no_hint_pause * 2)
+            pause = self._no_hint_backoff(now, sent_at)
         else:
             pause = retry_after
         self._forget(now)
@@ -234,6 +239,19 @@ class Pacer:
         return 0.0
 
     # ------------------------------------------------------------ inside
+    def _no_hint_backoff(self, now: float, sent_at: float) -> float:
+        """The pause after a 429 that came without Retry-After. It steps (doubles) once per round
+        trip: only a request sent after the last step was refused with the longer pause already
+        known, so only its 429 says the pause was too short. The other 429s of one burst -- sent
+        together, refused together -- are one answer, and doubling on each of them (64 callers:
+        2^64) turned one refused burst into a minute with nothing in flight."""
+        if self._no_hint_at is not None and sent_at > self._no_hint_at:
+            self._no_hint_pause = min(NO_HINT_MAX_S, self._no_hint_pause * 2)
+            self._no_hint_at = now
+        elif self._no_hint_at is None:
+            self._no_hint_at = now
+        return self._no_hint_pause
+
     def _apply(self, now: float, h: LimitHints) -> None:
         if h.limit_requests and h.limit_requests > 0:
             self.requests.lower_ceiling(h.limit_requests)

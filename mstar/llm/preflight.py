@@ -5,12 +5,14 @@ A wrong key, a model the server does not know, a base URL that points nowhere: e
 otherwise surface only after the seeds were evaluated (or, worse, be scored as wrong answers).
 Roles that send the same request to the same endpoint with the same key share one call. The
 call bypasses the response cache (a cached reply proves nothing about the key), is retried like
-any other call on transient faults, and goes to the ledger as kind "preflight". An empty or
-truncated reply still passes: the server accepted the request. Offline roles need no check; a
+any other call on transient faults, and goes to the ledger as kind "preflight". Its completion is
+capped at MAX_TOKENS (or the role's own max_tokens, if lower). An empty or truncated reply still
+passes: the server accepted the request. Offline roles need no check; a
 role served by a command is checked for its program only (its calls may be slow and paid).
 """
 from __future__ import annotations
 
+import inspect
 import json
 import shutil
 import threading
@@ -22,6 +24,9 @@ from mstar.llm.retry import retry_delay
 from mstar.llm.types import EmptyCompletionError, FatalLLMError, LLMError, TransientLLMError, UsageRecord
 
 PROMPT = [{"role": "user", "content": "Connection check: reply with the single word ok."}]
+# The check needs one word, not an answer: a model that does not say "ok" (a base model behind
+# llama.cpp) would otherwise write up to its role's max_tokens -- 604 tokens, minutes on a CPU.
+MAX_TOKENS = 16
 
 # What to fix when every attempt failed the same transient way, by the error's kind.
 ADVICE = {
@@ -106,6 +111,13 @@ def _check_command(role: str, backend) -> RoleCheck:
         "or a path to an executable)"), fatal=True)
 
 
+def _complete_capped(backend):
+    """The check's call, its completion capped at MAX_TOKENS where the backend takes a cap."""
+    if "max_tokens" in inspect.signature(backend.complete).parameters:
+        return backend.complete(PROMPT, max_tokens=MAX_TOKENS)
+    return backend.complete(PROMPT)
+
+
 def _check_endpoint(router, role: str) -> RoleCheck:
     backend, policy = router.backend(role), router.policy(role)
     where = getattr(backend, "base_url", None) or ""
@@ -116,7 +128,7 @@ def _check_endpoint(router, role: str) -> RoleCheck:
     for attempt in range(policy.retry.max_retries + 1):
         retry_after = None
         try:
-            resp = backend.complete(PROMPT)
+            resp = _complete_capped(backend)
             answered = True
             break
         except EmptyCompletionError:

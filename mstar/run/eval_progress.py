@@ -120,14 +120,15 @@ class LiveProgress:
         return f"{names}: " + ", ".join(parts)
 
     def _throttled(self) -> list[str]:
-        """'throttled to 582/min (41 x 429)' per endpoint whose limiter is holding calls back now."""
+        """'throttled to 582/min (41 x 429)' per endpoint whose limiter is holding calls back now: the
+        rate it served (replies in the last minute), not the limiter's pace, which probes above
+        the limit at times and is 0 while a pause holds every caller."""
         if self.router is None or not hasattr(self.router, "throttling"):
             return []
         out = []
         for st in self.router.throttling():
             if st["throttling"]:
-                pace = st["pace_rpm"] if st["pace_rpm"] is not None else st["served_rpm"]
-                out.append(f"throttled to {pace:.0f}/min ({st['rate_limited']} x 429)")
+                out.append(f"throttled to {st['answered_rpm']:.0f}/min ({st['rate_limited']} x 429)")
         return out
 
     def bar(self, now: float | None = None, width: int = 20) -> str | None:

@@ -33,7 +33,7 @@ from mstar.config import RunConfig
 from mstar.pool import PoolEntry
 from mstar.run import events as ev_types
 from mstar.run.spend import spend_by_role, total
-from mstar.run.store import FORMAT_VERSION, RunFormatError, RunStore
+from mstar.run.store import FORMAT_VERSION, RunFormatError, RunStore, repair_hint
 from mstar.split import Split, SplitConfig
 from mstar.tasks import Task
 
@@ -74,7 +74,7 @@ def load_state(store: RunStore) -> RunState:
         try:
             ev = ev_types.from_dict(line)
         except ValueError as exc:
-            raise RunFormatError(f"{where}: {exc}; the file is damaged") from None
+            raise RunFormatError(f"{where}: {exc}; the file is damaged -- {repair_hint(store.root)}") from None
         if ev is None:  # a kind added by a later version: it carries no pool state
             continue
         if finished:

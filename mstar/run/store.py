@@ -41,6 +41,11 @@ class RunFormatError(ValueError):
     The message names the file and the problem."""
 
 
+def repair_hint(root: Path) -> str:
+    """The way on from a damaged line in the middle of a run's JSON-lines file (mstar/run/repair.py)."""
+    return f"`mstar repair {root}` sets damaged lines aside (kept in a side file) and says what that loses"
+
+
 class RunLockedError(RuntimeError):
     """Another live process holds the run folder."""
 
@@ -146,19 +151,32 @@ class RunStore:
     def cases_rel(program_id: str, split: str) -> str:
         return f"cases/{program_id}.{split}.json"
 
+    def inside(self, rel: str, named: str) -> Path:
+        """`rel` under the run folder, refused (RunFormatError) when it would lead out of it.
+        Program ids and splits come from the folder's own lineage, which may have been received
+        from elsewhere: an id like `../../../private/secret` must not read (or write) a file
+        outside the run. Resolved, so a symlink planted in programs/ or cases/ is caught too."""
+        path = self.root / rel
+        if "\0" in rel or not path.resolve().is_relative_to(self.root.resolve()):
+            raise RunFormatError(f"{self.root / 'lineage.jsonl'}: {named} leads outside the run folder; "
+                                 "nothing was read from there (the lineage is damaged or was crafted)")
+        return path
+
     def write_program(self, program_id: str, source: str) -> None:
+        self.inside(self.program_rel(program_id), f"program id {program_id!r}")
         self.write_text(self.program_rel(program_id), source)
 
     def read_program(self, program_id: str) -> str | None:
         """The program's source, or None when the run folder has none under that id."""
-        path = self.root / self.program_rel(program_id)
+        path = self.inside(self.program_rel(program_id), f"program id {program_id!r}")
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
     def write_cases(self, program_id: str, split: str, data: dict) -> None:
+        self.inside(self.cases_rel(program_id, split), f"program id {program_id!r} (split {split!r})")
         self.write_json(self.cases_rel(program_id, split), data)
 
     def read_cases(self, program_id: str, split: str) -> dict | None:
-        path = self.root / self.cases_rel(program_id, split)
+        path = self.inside(self.cases_rel(program_id, split), f"program id {program_id!r} (split {split!r})")
         return self.read_json(self.cases_rel(program_id, split)) if path.is_file() else None
 
     def read_jsonl(self, rel: str) -> list[dict]:
@@ -190,8 +208,8 @@ class RunStore:
                     partial = (f"{path}:{n}: the last line is a partial write "
                                f"({len(line)} characters, {exc.msg}); it was left out")
                 else:
-                    raise RunFormatError(f"{path}:{n}: not a JSON line ({exc.msg}); "
-                                         "the file is damaged") from None
+                    raise RunFormatError(f"{path}:{n}: not a JSON line ({exc.msg}); the file is damaged -- "
+                                         + repair_hint(self.root)) from None
         return out, partial
 
     def drop_partial_tail(self, rel: str) -> str | None:
@@ -285,4 +303,10 @@ def find_run(ref: str | Path, runs_dir: str | Path = "runs") -> Path:
     under = Path(runs_dir) / str(ref)
     if under.is_dir():
         return under
-    raise RunFormatError(f"no run folder {str(ref)!r} (looked at {path} and {under})")
+    places = list(dict.fromkeys((path, under)))     # an absolute path is both: name it once
+    files = [p for p in places if p.exists()]
+    if files:
+        raise RunFormatError(f"{files[0]} is a file, not a run folder: give the run's folder")
+    if len(places) == 1:
+        raise RunFormatError(f"no run folder at {path}")
+    raise RunFormatError(f"no run folder {str(ref)!r}: neither {path} nor {under} exists")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mstar.run import events as ev_types
 from mstar.run.spend import RoleSpend, spend_by_role, total
-from mstar.run.store import FORMAT_VERSION, RunFormatError, RunStore, find_run
+from mstar.run.store import FORMAT_VERSION, RunFormatError, RunStore, find_run, repair_hint
 from sandbox.engine.terminal import terminal_safe
 
 
@@ -179,7 +179,8 @@ class RunView:
             try:
                 ev = ev_types.from_dict(line)
             except ValueError as exc:
-                raise RunFormatError(f"{self.root / 'lineage.jsonl'}: event {n}: {exc}") from None
+                raise RunFormatError(f"{self.root / 'lineage.jsonl'}: event {n}: {exc} -- "
+                                     + repair_hint(self.root)) from None
             if ev is not None:
                 self.events.append(ev)
 

@@ -228,8 +228,9 @@ class FakeOpenAIServer:
                         estimate_tokens(messages_text(body.get("messages") or [])))
                     if wait is not None:
                         per = "tokens per min (TPM)" if which == "tokens" else "requests per min (RPM)"
+                        hint = f"; try again in {wait:.3f}s" if server.rate_limit.limit.retry_after else ""
                         return self._send(429, {"error": {
-                            "message": f"Rate limit reached on {per}; try again in {wait:.3f}s (fake server)",
+                            "message": f"Rate limit reached on {per}{hint} (fake server)",
                             "type": which, "code": "rate_limit_exceeded"}}, headers)
                     self._limit_headers = headers
                 with server._lock:
@@ -360,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tpm", type=float, default=None, help="refuse requests past this many tokens per minute (429)")
     ap.add_argument("--burst", type=float, default=5.0, help="seconds of the rate a bucket holds (default 5)")
     ap.add_argument("--ratelimit-headers", action="store_true", help="send x-ratelimit-* headers")
+    ap.add_argument("--no-retry-after", action="store_true", help="send 429s of --rpm / --tpm without Retry-After")
     ap.add_argument("--models", default=None,
                     help="comma-separated model names to serve; others get HTTP 404 (default: any name)")
     args = ap.parse_args(argv)
@@ -371,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     faults = Faults(rate=args.fault_rate, kinds=tuple(k for k in args.faults.split(",") if k),
                     retry_after_s=args.retry_after, hang_s=args.hang, seed=args.seed)
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
-    limit = RateLimit(args.rpm, args.tpm, args.burst, headers=args.ratelimit_headers) \
+    limit = RateLimit(args.rpm, args.tpm, args.burst, headers=args.ratelimit_headers,
+                      retry_after=not args.no_retry_after) \
         if args.rpm or args.tpm else None
     srv = FakeOpenAIServer(responder, latency_s=args.latency, latency_per_token_s=args.latency_per_token,
                            faults=faults, host=args.host, port=args.port, models=models, rate_limit=limit)

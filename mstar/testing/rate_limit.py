@@ -6,7 +6,9 @@ after an idle moment). A request that finds a bucket empty is refused with HTTP 
 Retry-After: whole seconds, rounded up, and a message that names the limit as OpenAI's do ("on
 requests per min (RPM)", "on tokens per min (TPM)"), as the HTTP standard writes it (`precise=True` adds a
 `retry-after-ms` header, as OpenAI does). With `headers=True` every reply also carries
-OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` headers. A request is charged
+OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` headers; with
+`retry_after=False` a 429 carries no Retry-After at all (some proxies and self-hosted servers
+answer so: the client must find its pause by itself). A request is charged
 its prompt tokens when it is admitted and its completion tokens when its reply is ready (the
 bucket may then go below zero, so the next requests wait longer), roughly as providers count.
 """
@@ -25,6 +27,7 @@ class RateLimit:
     burst_s: float = 5.0
     headers: bool = False
     precise: bool = False
+    retry_after: bool = True
 
     def __post_init__(self):
         for name, v in (("rpm", self.rpm), ("tpm", self.tpm)):
@@ -88,7 +91,7 @@ class Limiter:
 
     def _headers(self, wait: float | None) -> dict:
         out: dict[str, str] = {}
-        if wait is not None:
+        if wait is not None and self.limit.retry_after:
             out["Retry-After"] = str(max(1, math.ceil(wait)))
             if self.limit.precise:
                 out["retry-after-ms"] = str(max(1, math.ceil(wait * 1000)))

@@ -13,7 +13,8 @@
     GET /api/stream[?run=<run>]                        Server-Sent Events: "changed", and what
 
 Only GET: the server changes nothing, here or in the run folders. Each request runs in its own
-thread (ThreadingHTTPServer); a live stream holds one and looks at the run's files every quarter
+thread (ThreadingHTTPServer; a listen queue of LISTEN_QUEUE, and a connection silent for
+CONNECTION_TIMEOUT_S is closed); a live stream holds one and looks at the run's files every quarter
 second (a few stat calls), sending `lineage` at once when an event, the summary or the run's
 liveness changed and `usage` at most every two seconds when only LLM calls were recorded; the
 page refetches what changed. Every answer carries a Content-Security-Policy that allows only
@@ -31,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from mstar.run.store import dumps
+from mstar.run.store import RunFormatError, dumps
 from mstar.ui import api, cases
 from mstar.ui.access import Access, is_loopback, new_token
 from mstar.ui.folders import RunFolders, RunNotFound, RunUnreadable
@@ -39,6 +40,8 @@ from mstar.ui.folders import RunFolders, RunNotFound, RunUnreadable
 POLL_S = 0.25            # how often a live stream looks at the files
 USAGE_EVERY_S = 2.0      # at most this often a "usage" change (LLM calls arrive many times a second)
 BEAT_S = 15.0            # a comment line keeps idle streams (and proxies) open
+LISTEN_QUEUE = 64        # connections the kernel holds until the server accepts them
+CONNECTION_TIMEOUT_S = 30.0   # a connection silent (or not reading) this long is closed: frees its thread
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
          ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png",
          ".txt": "text/plain; charset=utf-8"}
@@ -59,6 +62,9 @@ def load_assets() -> dict[str, tuple[bytes, str]]:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # A page opens a handful of connections at once (assets, API calls, the stream), several tabs
+    # more; the default queue of 5 made the kernel drop the rest until a thread got to accept().
+    request_queue_size = LISTEN_QUEUE
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -68,6 +74,12 @@ class Handler(BaseHTTPRequestHandler):
     @property
     def ui(self) -> "UIServer":
         return self.server.ui       # type: ignore[attr-defined]
+
+    def setup(self) -> None:
+        # Every connection has a thread; one that sends half a request and then nothing (or a
+        # stream whose reader stopped reading) would hold it for ever. The socket's timeout ends it.
+        self.timeout = self.server.ui.connection_timeout_s    # type: ignore[attr-defined]
+        super().setup()
 
     def log_message(self, format, *args):   # quiet: the console is for the URL and errors
         if self.ui.verbose:
@@ -135,7 +147,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(404, str(exc), api_call)
         except RunUnreadable as exc:
             return self._error(409, f"the run folder cannot be read: {exc}", api_call)
-        except (BrokenPipeError, ConnectionResetError):
+        except RunFormatError as exc:    # e.g. a lineage id that leads outside the run folder
+            return self._error(409, str(exc), api_call)
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
             return None
         except Exception as exc:     # a bug or a record this version misreads: say so, keep serving
             self.log_error("%s failed: %s", url.path, traceback.format_exc())
@@ -203,13 +217,14 @@ class UIServer:
     one (`.token`, printed by the command). Use as a context manager, or start() / close()."""
 
     def __init__(self, runs_dir, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
-                 verbose: bool = False):
+                 verbose: bool = False, connection_timeout_s: float = CONNECTION_TIMEOUT_S):
         loopback = is_loopback(host)
         self.token = token or (None if loopback else new_token())
         self.access = Access(self.token, loopback)
         self.folders = RunFolders(runs_dir)
         self.assets = load_assets()
         self.verbose = verbose
+        self.connection_timeout_s = connection_timeout_s
         self.stopping = threading.Event()
         server_cls = _HTTPServer
         if ":" in host:
