@@ -1,6 +1,8 @@
 """One module per CLI subcommand; each has `register(subparsers)`.
 
-Adding a command = adding a module here and its name to COMMANDS in mstar/cli.py.
+Adding a command = adding a module here and its name to COMMANDS in mstar/cli.py. `evolve` and
+`resume` are thin shells over the Python API (mstar/library/): what a run checks, how it starts,
+ends and is interrupted lives there.
 
   baselines.py  `mstar baselines`: score a set of memory programs on a task's test split and
                 print a table like the paper's Table 1 (per-category columns, Overall last);
@@ -11,23 +13,18 @@ Adding a command = adding a module here and its name to COMMANDS in mstar/cli.py
                 program file (a seed, a baseline, an exported winner) on a task, with per-
                 category scores
   evolve.py     `mstar evolve`: launch an evolution run (also `python evolve.py ...`)
-  exits.py      How `mstar evolve` and `mstar resume` end when they cannot go on: Ctrl-C,
-                SIGTERM, a disk that is full or read-only
   export.py     `mstar export RUN [--program ID] --out FILE`: one program of a run (default: the
                 best) as a standalone file with a header comment: run, task, scores, lineage,
                 models (mstar/run/export.py)
   lineage.py    `mstar lineage RUN`: the run's tree of programs with score deltas, commit titles
                 and markers (BEST, REGRESSION, FAILED, DUPLICATE, ERROR)
-  llm_flags.py  The LLM options every command that calls a model shares (evolve, eval,
-                baselines, serve, memory): which backend and model serve each role, the config
-                file and overrides, the response cache, and how calls meet an endpoint (--max-
-                in-flight, --rpm / --tpm, --rate-limit-patience)
+  llm_flags.py  the LLM options the commands share, defined once with the Python API
+                (mstar/library/llm_options.py)
   memory.py     `mstar memory info STORE` and `mstar memory migrate STORE --program NEW [--out
                 DIR]`: look at a memory store, and move its memory to a better program
                 (mstar/memory/migrate.py)
-  prechecks.py  What `mstar evolve` (and `mstar resume`) check before they spend anything or
-                create a folder: seed programs that pass the sandbox's gates, and LLM endpoints
-                that answer (the preflight)
+  repair.py     `mstar repair RUN [--dry-run]`: set damaged lines of a run's files aside so that
+                its other commands can read it again (mstar/run/repair.py)
   report.py     `mstar report RUN [--out FILE]`: one self-contained HTML report of a run
                 (mstar/run/report.py)
   resume.py     `mstar resume RUN`: continue a run that stopped before it finished (see
@@ -40,9 +37,6 @@ Adding a command = adding a module here and its name to COMMANDS in mstar/cli.py
                 per-case results and the reflector's commit message and attempts
   ui.py         `mstar ui [--runs-dir runs] [--host 127.0.0.1] [--port 8787] [--token T]`: a
                 local, read-only, live web app over the run folders (mstar/ui/)
-  wiring.py     The run's LLM router and what hangs on it, shared by `mstar evolve` and `mstar
-                resume`: usage records into the run folder, the live progress display, the seed
-                ids the progress lines fit
 """
 
 import sys

@@ -5,6 +5,8 @@
                                                                            names it; events are appended lines
   events.py        the typed lineage events (one per line)                 event keys are spelled only here
   resume.py        a stopped run's state, read back from its folder        the folder alone says where to go on
+  repair.py        damaged lines set aside (`mstar repair`)                the lines are kept, byte for byte, in a
+                                                                           .set-aside file; what that loses is said
   spend.py         what a run spent, per role, from its usage records
   projection.py    what the whole run will have spent when it ends
   progress.py      the console lines of a run (seeds, iterations)
