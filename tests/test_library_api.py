@@ -243,3 +243,29 @@ def test_ctrl_c_in_a_script_stops_the_run_resumably_and_mstar_resume_finishes_it
         assert 1 <= done < 6
         resumed = mstar.resume(folder, quiet=True, no_preflight=True)
     assert resumed.status == "finished" and resumed.iterations_done == 6 and resumed.champion.test is not None
+
+
+def test_an_interactive_task_of_games_is_evolved_through_the_same_door(tmp_path):
+    """mstar.game: the agent plays the environment a factory builds, in its own process."""
+    from mstar.testing.fake_games import FACTORY
+
+    episodes = [mstar.Episode(f"walk-{n}", f"Goal: reach the end of the corridor. Did: step forward x{n}. Won.")
+                for n in range(1, 5)]
+    games = [mstar.game(f"g{n}", "reach the end of the corridor.", factory=FACTORY, kwargs={"length": n},
+                        category="corridor") for n in range(1, 9)]
+    task = mstar.Task("corridors", episodes, validation=games[:6], test=games[6:], scorer="success")
+    assert task.interactive and task.metric_name == "success"
+    run = mstar.evolve(task, out=tmp_path / "run", iterations=1, static_size=3, quiet=True, no_preflight=True)
+    cases = json.loads((run.path / "cases" / "seed_vector_search.static.json").read_text())["cases"]
+    assert len(cases) == 3 and all(c["answer"] in ("won", "lost") for c in cases)
+    assert all(c["score"] == (1.0 if c["answer"] == "won" else 0.0) for c in cases)
+    assert run.champion.test is not None
+
+
+def test_games_need_an_importable_factory_and_the_success_metric():
+    with pytest.raises(mstar.TaskError, match=r"factory must be 'module:callable'"):
+        mstar.game("g", "win", factory="not a path")
+    from mstar.testing.fake_games import FACTORY
+    games = [mstar.game(f"g{n}", "win", factory=FACTORY) for n in range(2)]
+    with pytest.raises(mstar.SetupError, match=r"its queries are games; score them with scorer='success'"):
+        mstar.evolve(mstar.Task("g", [mstar.Episode("e", "x")], games[:1], games[1:]), quiet=True)
