@@ -88,3 +88,27 @@ def test_an_event_that_is_json_but_not_an_event_is_set_aside_too(tmp_path, tmp_p
 def test_repair_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert main(["repair", str(tmp_path)]) == 2
     assert "not an mstar run folder" in capsys.readouterr().err
+
+
+def test_a_seed_set_aside_is_evaluated_again_and_the_run_resumes_twice(tmp_path, tmp_path_factory, capsys):
+    """A damaged seed line: the first resume evaluates that seed again and writes it after the
+    iterations; the folder must still be readable by the next resume (it was refused before)."""
+    run = copy_run(small_run(tmp_path_factory), tmp_path / "run")
+    lines = (run / "lineage.jsonl").read_bytes().splitlines(keepends=True)[:-2]
+    (run / "summary.json").unlink()
+    at = next(i for i, l in enumerate(lines) if json.loads(l)["event"] == "seed")
+    lines[at] = lines[at][:20] + b"\n"                        # a seed's line cut short in the middle
+    (run / "lineage.jsonl").write_bytes(b"".join(lines))
+    assert main(["repair", str(run)]) == 0
+    assert main(["resume", str(run), "--quiet", "--no-preflight"]) == 0, capsys.readouterr().err[-2000:]
+    kinds = [json.loads(l)["event"] for l in (run / "lineage.jsonl").read_text().splitlines()]
+    assert kinds.count("seed") == 3 and kinds.index("iteration") < max(i for i, k in enumerate(kinds) if k == "seed")
+    assert main(["lineage", str(run)]) == 0
+    # Cut off again before its end (a second crash): the next resume reads that order too.
+    again = (run / "lineage.jsonl").read_bytes().splitlines(keepends=True)
+    (run / "lineage.jsonl").write_bytes(b"".join(l for l in again if json.loads(l)["event"] not in ("confirmation", "test")))
+    (run / "summary.json").unlink()
+    assert main(["resume", str(run), "--quiet", "--no-preflight", "--iterations", "5"]) == 0, \
+        capsys.readouterr().err[-2000:]
+    kinds = [json.loads(l)["event"] for l in (run / "lineage.jsonl").read_text().splitlines()]
+    assert kinds[-1] == "test" and kinds.count("seed") == 3 and kinds.count("iteration") == 5

@@ -80,8 +80,10 @@ def load_state(store: RunStore) -> RunState:
         if finished:
             raise RunFormatError(f"{where} comes after the final test event; the file is damaged")
         if isinstance(ev, ev_types.SeedEvent):
-            if done:
-                raise RunFormatError(f"{where}: a seed evaluation after iteration events; the file is damaged")
+            # After iteration events only as a seed evaluated again because `mstar repair` set its
+            # line aside (a resume then writes it at the end); a seed recorded twice is damage.
+            if ev.program_id in seeds:
+                raise RunFormatError(f"{where}: seed {ev.program_id} is recorded twice; the file is damaged")
             seeds.append(ev.program_id)
         elif isinstance(ev, ev_types.IterationEvent):
             if ev.iteration in done or ev.iteration < 1:
