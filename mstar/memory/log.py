@@ -47,6 +47,12 @@ class LogRecord:
     toolkit: list[dict] = field(default_factory=list)  # {"prompt": hash, "reply": str} or {..., "error": str}
     error: str | None = None     # write() raised (its partial effects are part of the memory)
     at: str = ""                 # when it was acknowledged (UTC, ISO 8601)
+    id: str | None = None        # the entry's id (the client's, or one the store made); logs written
+                                 # before ids existed have none: their entries are `seq-<seq>`
+
+    @property
+    def entry_id(self) -> str:
+        return self.id if self.id is not None else f"seq-{self.seq}"
 
 
 def _canonical(body: dict) -> str:
@@ -55,6 +61,8 @@ def _canonical(body: dict) -> str:
 
 def encode_record(rec: LogRecord) -> bytes:
     body = json_safe(asdict(rec))
+    if body.get("id") is None:   # a record without an id is the line an older mstar wrote
+        body.pop("id", None)
     crc = f"{zlib.crc32(_canonical(body).encode('utf-8')):08x}"
     return (_canonical({**body, "crc": crc}) + "\n").encode("utf-8")
 
@@ -74,6 +82,11 @@ def decode_line(line: bytes) -> LogRecord | None:
     return rec
 
 
+def _follows(records: list[LogRecord], rec: LogRecord) -> bool:
+    """Seqs rise by one per write; a forget leaves gaps (mstar.memory.compact), never a step back."""
+    return rec.seq > (records[-1].seq if records else 0)
+
+
 class WriteLog:
     """An open, locked log file. `records` holds what it contained when opened."""
 
@@ -84,6 +97,7 @@ class WriteLog:
         self.records: list[LogRecord] = []
         self.size = 0
         self.dropped = ""            # the warning about a torn last line, when there was one
+        self.by_id: dict[str, LogRecord] = {}
 
     def open(self) -> list[LogRecord]:
         """Lock the file (created when missing) and read it; returns the records."""
@@ -97,7 +111,12 @@ class WriteLog:
         try:
             if created:  # the new name must survive a crash too
                 fsync_dir(self.path.parent)
+            leftover = compact_path(self.path)
+            if leftover.exists():     # a forget cut off before its rename: never the log, only its kept part
+                leftover.unlink()
+                fsync_dir(self.path.parent)
             self.records, self.size = self._read(fd)
+            self.by_id = {rec.entry_id: rec for rec in self.records}
         except BaseException:
             os.close(fd)
             raise
@@ -116,7 +135,7 @@ class WriteLog:
         complete, tail = lines[:-1], lines[-1]   # the last element follows the last newline
         for number, line in enumerate(complete, 1):
             rec = decode_line(line)
-            if rec is None or rec.seq != len(records) + 1:
+            if rec is None or not _follows(records, rec):
                 if number == len(complete) and not tail:
                     return self._drop_tail(fd, records, good, len(data), f"line {number} is damaged")
                 raise LogError(f"{self.path}: line {number} is damaged or out of order, and lines follow it "
@@ -155,6 +174,20 @@ class WriteLog:
             raise
         self.size += len(line)
         self.records.append(rec)
+        self.by_id[rec.entry_id] = rec
+
+    @property
+    def next_seq(self) -> int:
+        return self.records[-1].seq + 1 if self.records else 1
+
+    def adopt(self, fd: int, records: list[LogRecord], size: int) -> None:
+        """Take over `fd` (already locked, renamed over this log's path) as the log: a forget's
+        compacted file (mstar.memory.compact). The old file's descriptor is closed."""
+        old, self._fd = self._fd, fd
+        self.records, self.size = list(records), size
+        self.by_id = {rec.entry_id: rec for rec in self.records}
+        if old is not None:
+            os.close(old)
 
     @property
     def count(self) -> int:
@@ -186,12 +219,17 @@ def read_log(path: Path) -> list[LogRecord]:
     lines = data.split(b"\n")
     for number, line in enumerate(lines[:-1], 1):
         rec = decode_line(line)
-        if rec is None or rec.seq != len(records) + 1:
+        if rec is None or not _follows(records, rec):
             if number == len(lines) - 1 and not lines[-1]:
                 break
             raise LogError(f"{path}: line {number} is damaged or out of order, and lines follow it")
         records.append(rec)
     return records
+
+
+def compact_path(path: Path) -> Path:
+    """Where a forget writes the log's compacted copy before renaming it over the log."""
+    return path.with_name(path.name + ".compact")
 
 
 def fsync_dir(path: Path) -> None:
