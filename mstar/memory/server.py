@@ -1,10 +1,12 @@
 """The MCP server: a store's memory as tools an agent host calls (official `mcp` SDK, the
 [serve] extra: `pip install 'mstar[serve]'`).
 
-  tool      remember(text, namespace="default")               extract, write(), log (fsync), acknowledge
+  tool      remember(text, namespace="default", id=None)      extract, write(), log (fsync), acknowledge;
+                                                                a retry with the same id is answered from the log
   tool      recall(question, namespace="default", answer=False) the program's read() output; with
                                                                 answer=true also the task agent's answer
   resource  memory://program                                  the program's instructions and schemas (JSON)
+  tools     list_entries, get_entry, forget, forget_namespace, export_namespace (mstar.memory.mcp_tools)
 
 Every tool runs on a thread of the SDK's (sync tools), over a MemoryService: writes to one
 namespace apply in log order, reads of it run concurrently. A refusal or fault is one line in an
@@ -26,6 +28,7 @@ import socket
 from typing import Any, Callable, Optional, TypedDict
 
 from mstar.program.loaded import MemoryProgramError
+from mstar.memory.mcp_tools import add_manage_tools, mstar_version, server_class
 from mstar.memory.service import MemoryService
 from mstar.memory.store import DEFAULT_NAMESPACE, StoreError
 
@@ -48,6 +51,8 @@ class RememberResult(TypedDict):
     item: dict                    # the KnowledgeItem the program's write() received
     warnings: list[str]
     error: Optional[str]          # write() raised; the text is kept (logged) all the same
+    id: str                       # the entry's id (yours, or one the memory made): get_entry / forget take it
+    repeated: bool                # this id was already remembered: that write's acknowledgement, nothing new
 
 
 class RecallResult(TypedDict):
@@ -65,13 +70,12 @@ def _one_line(exc: BaseException) -> str:
 
 def build_server(service: MemoryService):
     """The MCPServer for `service` (not started)."""
-    from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
     info = service.program_info()
     consts = info["instructions"]
-    app = MCPServer(
-        SERVER_NAME, log_level="WARNING",
+    app = server_class()(
+        SERVER_NAME, log_level="WARNING", version=mstar_version(),
         instructions=(f"A long-term memory (mstar memory program {info['program']!r}). Call remember with any text "
                       "worth keeping (a conversation turn, a fact, a finished task) and recall with a question "
                       "before answering; use one namespace per user or agent. Read memory://program for how "
@@ -83,9 +87,10 @@ def build_server(service: MemoryService):
         except (StoreError, MemoryProgramError) as exc:
             raise ToolError(_one_line(exc)) from None
 
-    def remember(text: str, namespace: str = DEFAULT_NAMESPACE) -> RememberResult:
-        r = guarded(lambda: service.remember(text, namespace))
-        return {"namespace": r.namespace, "seq": r.seq, "item": r.item, "warnings": r.warnings, "error": r.error}
+    def remember(text: str, namespace: str = DEFAULT_NAMESPACE, id: Optional[str] = None) -> RememberResult:
+        r = guarded(lambda: service.remember(text, namespace, id=id))
+        return {"namespace": r.namespace, "seq": r.seq, "item": r.item, "warnings": r.warnings, "error": r.error,
+                "id": r.id, "repeated": r.repeated}
 
     def recall(question: str, namespace: str = DEFAULT_NAMESPACE, answer: bool = False) -> RecallResult:
         a = guarded(lambda: service.recall(question, namespace, answer=answer))
@@ -94,10 +99,13 @@ def build_server(service: MemoryService):
 
     app.add_tool(remember, name="remember", structured_output=True, description=(
         "Remember a text in the memory (namespace: one per user or agent; made on first use). The memory "
-        "extracts what to keep itself: " + consts.get("INSTRUCTION_KNOWLEDGE_ITEM", "")[:500]))
+        "extracts what to keep itself: " + consts.get("INSTRUCTION_KNOWLEDGE_ITEM", "")[:500]
+        + " Give an id of your own to make a retry safe: a text already remembered under it is not written again."))
     app.add_tool(recall, name="recall", structured_output=True, description=(
         "Recall what the memory holds for a question (namespace as for remember). Returns the retrieved text; "
         "with answer=true also an answer written from it."))
+
+    add_manage_tools(app, service, guarded)
 
     @app.resource(PROGRAM_URI, name="program", mime_type="application/json",
                   description="The memory program's instructions and the schemas of what it stores and is asked")
@@ -132,7 +140,11 @@ class BearerGuard:
         if scope.get("type") == "http":
             given = next((v for k, v in scope.get("headers", []) if k.lower() == b"authorization"), b"")
             if not hmac.compare_digest(given, self._expected):
-                body = b'{"error": "missing or wrong bearer token"}'
+                # A JSON-RPC error in the body: the SDK's client shows its message (a bare 401 reaches
+                # it as "Server returned an error response").
+                reason = "wrong bearer token" if given else "no bearer token (send Authorization: Bearer <token>)"
+                body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32001, "message": f"401 Unauthorized: {reason}"}}).encode("utf-8")
                 await send({"type": "http.response.start", "status": 401,
                             "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
                                         (b"content-length", str(len(body)).encode())]})
