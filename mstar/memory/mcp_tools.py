@@ -14,7 +14,9 @@ what it needs, instead of the validator's multi-line text.
 from __future__ import annotations
 
 from importlib import metadata
-from typing import Any, Callable, Optional, TypedDict
+from typing import Any, Callable, Optional
+
+from typing_extensions import TypedDict   # pydantic (the SDK's schemas) needs this one on Python < 3.12
 
 from mstar.memory.service import MemoryService
 from mstar.memory.store import DEFAULT_NAMESPACE
