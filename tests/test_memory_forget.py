@@ -303,3 +303,28 @@ def test_a_reply_without_an_item_is_refused_but_a_partial_item_is_kept(tmp_path,
         kept = memory.ingest("c")                     # an unknown field beside a known one: dropped, named
         assert kept.item == {"content": "the cat is black"} and any("unknown field" in w for w in kept.warnings)
     assert [r.text for r in read_log(tmp_path / "mem" / "namespaces" / "default" / "log.jsonl")] == ["c"]
+
+
+def test_a_migration_stops_resumably_at_a_text_whose_re_extraction_fails(tmp_path, notes):
+    from mstar.memory.migrate import migrate
+    with MemoryService(tmp_path / "old", notes) as old:
+        for i in range(6):
+            old.remember(f"text {i}", "n", id=f"t{i}")
+    newer = tmp_path / "newer.py"
+    newer.write_text(NOTES.replace("Write down the facts.", "Write down every fact."))
+
+    def outage_at_text_3(messages):
+        if "text 3" in messages[-1]["content"]:
+            raise ConnectionError("the endpoint is down")
+        return '{"content": "a fact"}'
+
+    with pytest.raises(StoreError) as info:
+        migrate(tmp_path / "old", newer, tmp_path / "new", llm=outage_at_text_3, toolkit_llm="offline")
+    message = str(info.value)
+    assert message.startswith("text 4 of 6 of namespace 'n' (entry t3) could not be migrated: ")
+    assert "the endpoint is down" in message and "run the same command again" in message and "\n" not in message
+    log = tmp_path / "new" / "namespaces" / "n" / "log.jsonl"
+    assert [r.entry_id for r in read_log(log)] == ["t0", "t1", "t2"]            # nothing empty written
+    report = migrate(tmp_path / "old", newer, tmp_path / "new", toolkit_llm="offline")
+    assert report.resumed == {"n": 3} and report.namespaces == {"n": 6}
+    assert [(r.entry_id, r.text) for r in read_log(log)] == [(f"t{i}", f"text {i}") for i in range(6)]
