@@ -328,3 +328,38 @@ def test_a_migration_stops_resumably_at_a_text_whose_re_extraction_fails(tmp_pat
     report = migrate(tmp_path / "old", newer, tmp_path / "new", toolkit_llm="offline")
     assert report.resumed == {"n": 3} and report.namespaces == {"n": 6}
     assert [(r.entry_id, r.text) for r in read_log(log)] == [(f"t{i}", f"text {i}") for i in range(6)]
+
+
+def test_the_cli_lists_gets_forgets_exports_and_imports(tmp_path, notes, capsys):
+    from mstar.cli import main
+    store = tmp_path / "mem"
+    with MemoryService(store, notes) as service:
+        acks = [service.remember(t, "n") for t in ("alpha one", "beta two", "Gamma three", "delta four")]
+        service.recall("?", "n")                                   # a server holds "n" now
+        assert main(["memory", "forget", str(store), "-n", "n", "--matching", "alpha"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "is open in another process" in err and "\n" not in err
+    assert main(["memory", "list", str(store), "-n", "n", "--limit", "2"]) == 0
+    out = capsys.readouterr()
+    assert [line.split()[0] for line in out.out.splitlines()] == [acks[0].id, acks[1].id]
+    assert "alpha one" in out.out and "(2 of 4 entries in 'n'; next: --offset 2)" in out.err
+    assert main(["memory", "get", str(store), "-n", "n", acks[2].id]) == 0
+    assert json.loads(capsys.readouterr().out)["text"] == "Gamma three"
+    assert main(["memory", "forget", str(store), "-n", "n", "--id", acks[1].id, "--id", "nope"]) == 0
+    assert capsys.readouterr().out.strip() == f"forgot 1 entry of 'n' ({acks[1].id}); not there: nope"
+    assert main(["memory", "forget", str(store), "-n", "n", "--matching", "GAMMA"]) == 0
+    assert b"beta two" not in store_bytes(store) and b"Gamma three" not in store_bytes(store)
+    export = tmp_path / "n.jsonl"
+    assert main(["memory", "export", str(store), "-n", "n", "--out", str(export)]) == 0
+    capsys.readouterr()
+    for again in (False, True):
+        assert main(["memory", "import", str(tmp_path / "copy"), str(export), "-n", "n", "--program", str(notes)]) == 0
+        assert capsys.readouterr().out.strip() == ("imported 0 texts into 'n' (2 were already there)" if again
+                                                   else "imported 2 texts into 'n'")
+    with MemoryService(tmp_path / "copy", None) as copy:
+        assert copy.recall("?", "n").retrieved == "alpha one | delta four"
+    assert main(["memory", "forget", str(store), "-n", "n", "--all"]) == 0
+    assert "forgot namespace 'n' (2 entries)" in capsys.readouterr().out
+    assert not (store / "namespaces" / "n").exists()
+    assert main(["memory", "list", str(store), "-n", "../x"]) == 2
+    assert "refused" in capsys.readouterr().err
