@@ -363,3 +363,29 @@ def test_the_cli_lists_gets_forgets_exports_and_imports(tmp_path, notes, capsys)
     assert not (store / "namespaces" / "n").exists()
     assert main(["memory", "list", str(store), "-n", "../x"]) == 2
     assert "refused" in capsys.readouterr().err
+
+
+def test_a_store_written_before_ids_replays_and_its_entries_are_managed_by_seq(tmp_path, notes):
+    """Lines without an id (the bytes an older mstar wrote) replay as before; their entries are
+    `seq-N`; the store is marked format 2 before anything of the new format is written to it."""
+    from mstar.memory.log import LogRecord, WriteLog, encode_record
+    store = tmp_path / "mem"
+    MemoryService(store, notes).close()
+    meta = json.loads((store / "store.json").read_text())
+    (store / "store.json").write_text(json.dumps({**meta, "format_version": 1}))
+    (store / "namespaces" / "old").mkdir(parents=True)
+    log = WriteLog(store / "namespaces" / "old" / "log.jsonl")
+    log.open()
+    for seq, text in enumerate(("first", "second", "third"), 1):
+        rec = LogRecord(seq=seq, text=text, item={"content": text})
+        assert b'"id"' not in encode_record(rec)
+        log.append(rec)
+    log.close()
+    with MemoryProgram.open(None, store=store, namespace="old") as memory:
+        assert json.loads((store / "store.json").read_text())["format_version"] == 2
+        assert [e.id for e in memory.entries().entries] == ["seq-1", "seq-2", "seq-3"]
+        assert memory.forget(["seq-2"]).ids == ["seq-2"]
+        assert memory.ingest("fourth").id.startswith("mem-")
+        assert memory.ask_detailed("?", answer=False).retrieved == "first | third | fourth"
+    assert [(r.seq, r.entry_id[:4]) for r in read_log(store / "namespaces" / "old" / "log.jsonl")] == \
+        [(1, "seq-"), (3, "seq-"), (4, "mem-")]

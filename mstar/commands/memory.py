@@ -186,11 +186,12 @@ def cmd_forget(args) -> int:
     from mstar.memory import compact
     from mstar.memory.entries import check_needle, matches
     from mstar.memory.log import LogError
-    from mstar.memory.store import StoreError
+    from mstar.memory.store import StoreError, upgrade
     try:
         path = _namespace_log(args)
         if not path.is_file():
             return _fail(f"the store has no namespace {args.namespace!r}")
+        upgrade(path.parent.parent.parent)        # a forget leaves seq gaps: a version 2 log
         if args.all:
             count = compact.remove_files(path)
             print(f"forgot namespace {args.namespace!r} ({count} entries); its files are gone")

@@ -1,7 +1,8 @@
 """One namespace's write log: the only durable copy of a memory.
 
 Each acknowledged write is one JSON line (a `LogRecord`: the raw text, the KnowledgeItem
-write() received, the toolkit LLM replies it received, and whether write() raised), appended
+write() received, the toolkit LLM replies it received, whether write() raised, and the entry's
+id -- absent from lines written before ids existed, which read as before), appended
 with a single write call and fsync'd before `append` returns -- only then is the write
 acknowledged. Nothing of the program's state is kept: opening a namespace replays these lines
 into a fresh worker (mstar.memory.namespace).
@@ -13,6 +14,9 @@ during the write, power loss before the fsync) is told apart from one with a str
   - a damaged line with good lines after it is not a crash: the log is refused, naming the line.
 A failed append (disk full, a file-size limit) cuts the file back to where it was, so the log
 never holds a write the caller was told failed.
+
+Seqs rise by one per write; a forget (mstar.memory.compact) removes lines and leaves gaps, so the
+rule checked on reading is "each line's seq is above the one before".
 
 The file is held with an exclusive flock while open: one process writes a namespace at a time
 (a second server on the same store gets one line saying so).

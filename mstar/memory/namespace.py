@@ -22,6 +22,18 @@ run one at a time: mstar.evaluation.read_state); they wait for a write in progre
 lock: the task LLM's query, answer and extraction calls wait outside it. Reads are not logged: a
 program whose read() changes its knowledge base loses those changes when the namespace reopens.
 
+A write may carry an id (the client's; else the store makes one): one already in the log is
+answered with that write's acknowledgement and nothing is written, so a client that lost an
+acknowledgement (the server died between the fsync and the reply) can retry safely. An
+extraction that gave no item (the task LLM failed) is refused before anything is written.
+
+A forget (mstar.memory.compact) holds back writes, writes the log without the entries, replays
+what is left into a new worker (on the pool's thread: workers die with the thread that started
+them) while reads go on against the old one, then -- holding the lock reads share -- renames
+the new log in and swaps the workers: a read sees the memory before or after, never half.
+Forgetting the whole namespace removes its files; this object is then done, and the pool opens
+an empty namespace at the next request.
+
 A replay whose write() fails where the original did not (or the reverse) leaves the namespace
 read-only (recall still answers from the writes before it); one that takes the worker down leaves
 it unusable until it is closed; both with the error named in every answer.
