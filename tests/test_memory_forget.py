@@ -49,6 +49,15 @@ def store_bytes(store: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file())
 
 
+def grep_store(store: Path, needles: set[str]) -> list[str]:
+    """The files of the store folder in which `grep -r` finds one of the needles (raw bytes)."""
+    patterns = store.parent / "needles.txt"
+    patterns.write_text("\n".join(sorted(needles)) + "\n", encoding="utf-8")
+    found = subprocess.run(["grep", "-rlF", "-f", str(patterns), str(store)], capture_output=True, text=True)
+    assert found.returncode in (0, 1), found.stderr
+    return found.stdout.splitlines()
+
+
 def own_lines(texts: list[str], others: list[str]) -> set[str]:
     """Lines of `texts` that no text of `others` holds: what only they put in the store. (A
     multi-line text is JSON-escaped in the log, so its lines are what a byte search can find.)"""
@@ -81,7 +90,9 @@ def test_forgotten_entries_leave_no_byte_in_the_store_and_a_restart_agrees_with_
     marks = own_lines(forgotten, kept)
     raw = store_bytes(store)
     assert len(marks) > 50 and not [m for m in marks if m.encode("utf-8") in raw]
+    assert grep_store(store, marks) == []
     assert all(m.encode("utf-8") in raw for m in own_lines(kept, forgotten))   # the search finds what is there
+    assert grep_store(store, own_lines(kept, forgotten)) == [str(store / "namespaces" / "alice" / "log.jsonl")]
     with MemoryProgram.open(None, store=store, namespace="alice") as alice, \
             MemoryProgram.open(SEED, store=tmp_path / "fresh", namespace="alice") as fresh:
         for text in kept:

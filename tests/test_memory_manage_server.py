@@ -17,7 +17,7 @@ from mcp_helpers import HttpServer, http_session, quiet_env, recall, remember, s
 from mstar.memory.mcp_tools import mstar_version  # noqa: E402
 from mstar.memory.service import MemoryService  # noqa: E402
 from mstar.tasks import load_task  # noqa: E402
-from test_memory_forget import own_lines, store_bytes  # noqa: E402
+from test_memory_forget import grep_store, own_lines, store_bytes  # noqa: E402
 from test_memory_store import NOTES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +72,7 @@ def test_forget_over_mcp_erases_every_byte_and_a_restart_agrees_with_a_store_tha
     raw = store_bytes(store)
     marks = own_lines(forgotten, kept)
     assert len(marks) > 50 and not [m for m in marks if m.encode("utf-8") in raw]
+    assert grep_store(store, marks) == []
     assert sorted(p.name for p in (store / "namespaces").iterdir()) == ["alice"]
 
     async def after_restart():
