@@ -400,3 +400,23 @@ def test_a_store_written_before_ids_replays_and_its_entries_are_managed_by_seq(t
         assert memory.ask_detailed("?", answer=False).retrieved == "first | third | fourth"
     assert [(r.seq, r.entry_id[:4]) for r in read_log(store / "namespaces" / "old" / "log.jsonl")] == \
         [(1, "seq-"), (3, "seq-"), (4, "mem-")]
+
+
+def test_a_namespace_forgotten_whole_starts_anew_at_the_next_write_and_writers_waiting_go_there(tmp_path, ledger):
+    with MemoryService(tmp_path / "mem", ledger) as service:
+        for i in range(5):
+            service.remember(f"old {i}", "n")
+        results: list = []
+        writers = [threading.Thread(target=lambda i=i: results.append(service.remember(f"new {i}", "n")))
+                   for i in range(4)]
+        for w in writers:
+            w.start()
+        erased = service.forget_namespace("n")
+        for w in writers:
+            w.join(60)
+        texts = [e.text for e in service.entries("n").entries]
+        assert 5 <= erased <= 9 and len(results) == 4                      # every writer was answered
+        assert not any(t.startswith("old") for t in texts)
+        assert len(texts) == 9 - erased and service.recall("?", "n").retrieved.startswith(f"{len(texts)} texts")
+        assert service.forget_namespace("never-made") == 0
+        assert "never-made" not in service.folder.namespaces()
