@@ -157,14 +157,14 @@ class Namespace:
             self.log = None
             raise StoreError(f"namespace {self.name!r}: {_one_line(exc)}") from None
         try:
-            self.memory, (self.replayed, self.read_only, self.dead) = self._build(records)
+            self.memory, (self.replayed, self.read_only, self.dead) = self.build(records)
         except BaseException:
             self.close()      # no worker left running, no log left locked
             raise
         self.open_s = time.monotonic() - t0
         return self
 
-    def _build(self, records: list[LogRecord]) -> tuple[SandboxedProgram, tuple[int, str, str]]:
+    def build(self, records: list[LogRecord]) -> tuple[SandboxedProgram, tuple[int, str, str]]:
         """A fresh worker with `records` replayed into it, and (replayed, read_only, dead)."""
         try:
             memory = SandboxedProgram(self.folder.source, llm=self._task_llm, toolkit_llm=self.tape,
@@ -343,7 +343,7 @@ class Namespace:
                 raise StoreError(f"namespace {self.name!r}: forget refused, the compacted log could not be written "
                                  f"({exc.strerror or exc}); nothing was forgotten, the store is unchanged") from None
             try:
-                memory, state = self._on_owner(lambda: self._build(kept))
+                memory, state = self._on_owner(lambda: self.build(kept))
             except BaseException:
                 compact.discard(copy)
                 raise
