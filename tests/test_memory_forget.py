@@ -420,3 +420,25 @@ def test_a_namespace_forgotten_whole_starts_anew_at_the_next_write_and_writers_w
         assert len(texts) == 9 - erased and service.recall("?", "n").retrieved.startswith(f"{len(texts)} texts")
         assert service.forget_namespace("never-made") == 0
         assert "never-made" not in service.folder.namespaces()
+
+
+def test_a_namespace_whose_log_is_damaged_can_still_be_forgotten_whole(tmp_path, notes, capsys):
+    from mstar.cli import main
+    store = tmp_path / "mem"
+    with MemoryService(store, notes) as service:
+        for ns in ("a", "b"):
+            for i in range(3):
+                service.remember(f"{ns} secret {i}", ns)
+    for ns in ("a", "b"):                      # a stray byte in the middle: the log is refused
+        log = store / "namespaces" / ns / "log.jsonl"
+        lines = log.read_bytes().split(b"\n")
+        lines[1] = lines[1].replace(b"secret", b"sekret")
+        log.write_bytes(b"\n".join(lines))
+    with MemoryService(store, None) as service:
+        with pytest.raises(StoreError, match="line 2 is damaged"):
+            service.recall("?", "a")
+        assert service.forget_namespace("a") == 0
+        assert service.folder.namespaces() == ["b"]
+    assert main(["memory", "forget", str(store), "-n", "b", "--all"]) == 0
+    assert "forgot namespace 'b' (its log was damaged)" in capsys.readouterr().out
+    assert b"secret" not in store_bytes(store) and not (store / "namespaces" / "b").exists()

@@ -194,7 +194,8 @@ def cmd_forget(args) -> int:
         upgrade(path.parent.parent.parent)        # a forget leaves seq gaps: a version 2 log
         if args.all:
             count = compact.remove_files(path)
-            print(f"forgot namespace {args.namespace!r} ({count} entries); its files are gone")
+            held = f"{count} entries" if count is not None else "its log was damaged"
+            print(f"forgot namespace {args.namespace!r} ({held}); its files are gone")
             return 0
         if args.matching is not None:
             needle = check_needle(args.matching)

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from mstar.memory.log import LogRecord, WriteLog, compact_path, encode_record, fsync_dir
+from mstar.memory.log import (LogBusyError, LogError, LogRecord, WriteLog, compact_path, encode_record,
+                              fsync_dir)
 
 
 class NotSynced(OSError):
@@ -112,10 +113,25 @@ def forget_in_file(path: Path, select: Callable[[LogRecord], bool]) -> list[LogR
         log.close()
 
 
-def remove_files(path: Path) -> int:
-    """Forget a namespace no process holds: its files go; returns how many entries it had."""
+def remove_files(path: Path) -> int | None:
+    """Forget a namespace no process holds: its files go; returns how many entries it had (None
+    when its log was damaged: erasure does not need a readable log). LogBusyError while a
+    process holds it."""
     log = WriteLog(path)
-    log.open()
+    try:
+        log.open()
+    except LogBusyError:
+        raise
+    except LogError:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogBusyError(f"{path} is open in another process (a server?); stop it first") from None
+        log._fd = fd                 # held, unread: removed all the same
+        remove(log)
+        return None
     count = log.count
     remove(log)
     return count

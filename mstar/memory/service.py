@@ -123,7 +123,17 @@ class MemoryService:
         """Erase the namespace whole (its log and folder); returns how many entries it held."""
         if not self._exists(namespace):
             return 0
-        return self._with(namespace, lambda ns: ns.erase())
+        try:
+            return self._with(namespace, lambda ns: ns.erase())
+        except Reopen:
+            raise
+        except StoreError as exc:         # it cannot be opened (a damaged log): its files go all the same
+            from mstar.memory import compact
+            from mstar.memory.log import LogError
+            try:
+                return compact.remove_files(self.folder.log_path(namespace)) or 0
+            except (LogError, OSError):
+                raise exc from None
 
     def export(self, namespace: str = DEFAULT_NAMESPACE) -> list[str]:
         """The namespace's entries as JSON lines (mstar.memory.entries: what `import_entries` takes back)."""
