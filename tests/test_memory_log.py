@@ -203,9 +203,15 @@ def test_other_format_versions_and_non_stores_are_refused(tmp_path):
     vector = SEED.read_text()
     open_store(tmp_path / "mem", vector, "vector_search")
     meta = json.loads((tmp_path / "mem" / "store.json").read_text())
-    (tmp_path / "mem" / "store.json").write_text(json.dumps({**meta, "format_version": 2}))
-    with pytest.raises(StoreError, match="format version 2; this mstar reads version 1"):
+    (tmp_path / "mem" / "store.json").write_text(json.dumps({**meta, "format_version": 3}))
+    with pytest.raises(StoreError, match="format version 3; this mstar reads versions 1, 2"):
         open_store(tmp_path / "mem", vector)
+    # a version 1 store is read as it is, and marked 2 once this mstar opens it to write
+    (tmp_path / "mem" / "store.json").write_text(json.dumps({**meta, "format_version": 1}))
+    open_store(tmp_path / "mem", None, create=False)
+    assert json.loads((tmp_path / "mem" / "store.json").read_text())["format_version"] == 1
+    open_store(tmp_path / "mem", vector)
+    assert json.loads((tmp_path / "mem" / "store.json").read_text())["format_version"] == 2
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(StoreError, match="exists and is not a memory store"):

@@ -71,7 +71,7 @@ def test_stdio_client_remembers_50_facts_and_recalls_them_the_same_after_a_sigki
     async def before_kill():
         async with stdio_session(SEED, store) as session:
             tools = {t.name for t in (await session.list_tools()).tools}
-            assert tools == {"remember", "recall"}
+            assert {"remember", "recall"} <= tools   # and the managing tools (test_memory_manage_server.py)
             program = json.loads((await session.read_resource("memory://program")).contents[0].text)
             assert program["program"] == "vector_search"
             assert program["instructions"]["INSTRUCTION_QUERY"].startswith("Turn the question into a search query")

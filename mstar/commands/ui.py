@@ -16,6 +16,8 @@ def register(sub) -> None:
     p.add_argument("--port", type=int, default=8787, help="port (0: any free port; default 8787)")
     p.add_argument("--token", default=None,
                    help="token every request must carry (default: none on loopback, a new one elsewhere)")
+    p.add_argument("--store", default=None, metavar="DIR",
+                   help="also show this memory store (as given to `mstar serve --store`), read-only, at #/store")
     p.add_argument("--verbose", action="store_true", help="log every request")
     p.set_defaults(func=cmd_ui)
 
@@ -31,19 +33,25 @@ def cmd_ui(args) -> int:
     if args.token is not None and len(args.token) < 16:
         print("mstar: --token must be at least 16 characters", file=sys.stderr)
         return 2
-    if not Path(args.runs_dir).is_dir():
+    if not Path(args.runs_dir).is_dir() and args.store is None:
         print(f"mstar: --runs-dir {args.runs_dir}: not a folder (runs are written under runs/ by default)",
               file=sys.stderr)
         return 2
+    from mstar.memory.store import StoreError
     try:
-        server = UIServer(args.runs_dir, args.host, args.port, args.token, verbose=args.verbose)
+        server = UIServer(args.runs_dir, args.host, args.port, args.token, verbose=args.verbose, store=args.store)
     except OSError as exc:
         print(f"mstar: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except StoreError as exc:
+        print(f"mstar: --store {args.store}: {exc}", file=sys.stderr)
         return 2
     _stop_on_signals()
     try:   # Ctrl-C from the first line printed on is a clean stop
         print(f"mstar ui: {server.url}", flush=True)
         print(f"          runs in {Path(args.runs_dir).resolve()} (read-only); Ctrl-C stops", flush=True)
+        if server.store is not None:
+            print(f"          memory store {server.store.folder.root} (read-only) at #/store", flush=True)
         if server.token and not args.token:
             print("          a token was generated: it is part of the address above", flush=True)
         server.serve_forever()

@@ -1,7 +1,8 @@
 """One namespace's write log: the only durable copy of a memory.
 
 Each acknowledged write is one JSON line (a `LogRecord`: the raw text, the KnowledgeItem
-write() received, the toolkit LLM replies it received, and whether write() raised), appended
+write() received, the toolkit LLM replies it received, whether write() raised, and the entry's
+id -- absent from lines written before ids existed, which read as before), appended
 with a single write call and fsync'd before `append` returns -- only then is the write
 acknowledged. Nothing of the program's state is kept: opening a namespace replays these lines
 into a fresh worker (mstar.memory.namespace).
@@ -16,6 +17,9 @@ during the write, power loss before the fsync) is told apart from one with a str
     naming the line, and the file is left as it is.
 A failed append (disk full, a file-size limit) cuts the file back to where it was, so the log
 never holds a write the caller was told failed.
+
+Seqs rise by one per write; a forget (mstar.memory.compact) removes lines and leaves gaps, so the
+rule checked on reading is "each line's seq is above the one before".
 
 The file is held with an exclusive flock while open: one process writes a namespace at a time
 (a second server on the same store gets one line saying so).
@@ -50,6 +54,12 @@ class LogRecord:
     toolkit: list[dict] = field(default_factory=list)  # {"prompt": hash, "reply": str} or {..., "error": str}
     error: str | None = None     # write() raised (its partial effects are part of the memory)
     at: str = ""                 # when it was acknowledged (UTC, ISO 8601)
+    id: str | None = None        # the entry's id (the client's, or one the store made); logs written
+                                 # before ids existed have none: their entries are `seq-<seq>`
+
+    @property
+    def entry_id(self) -> str:
+        return self.id if self.id is not None else f"seq-{self.seq}"
 
 
 def _canonical(body: dict) -> str:
@@ -58,6 +68,8 @@ def _canonical(body: dict) -> str:
 
 def encode_record(rec: LogRecord) -> bytes:
     body = json_safe(asdict(rec))
+    if body.get("id") is None:   # a record without an id is the line an older mstar wrote
+        body.pop("id", None)
     crc = f"{zlib.crc32(_canonical(body).encode('utf-8')):08x}"
     return (_canonical({**body, "crc": crc}) + "\n").encode("utf-8")
 
@@ -77,6 +89,11 @@ def decode_line(line: bytes) -> LogRecord | None:
     return rec
 
 
+def _follows(records: list[LogRecord], rec: LogRecord) -> bool:
+    """Seqs rise by one per write; a forget leaves gaps (mstar.memory.compact), never a step back."""
+    return rec.seq > (records[-1].seq if records else 0)
+
+
 class WriteLog:
     """An open, locked log file. `records` holds what it contained when opened."""
 
@@ -87,6 +104,7 @@ class WriteLog:
         self.records: list[LogRecord] = []
         self.size = 0
         self.dropped = ""            # the warning about a torn last line, when there was one
+        self.by_id: dict[str, LogRecord] = {}
 
     def open(self) -> list[LogRecord]:
         """Lock the file (created when missing) and read it; returns the records."""
@@ -100,7 +118,12 @@ class WriteLog:
         try:
             if created:  # the new name must survive a crash too
                 fsync_dir(self.path.parent)
+            leftover = compact_path(self.path)
+            if leftover.exists():     # a forget cut off before its rename: never the log, only its kept part
+                leftover.unlink()
+                fsync_dir(self.path.parent)
             self.records, self.size = self._read(fd)
+            self.by_id = {rec.entry_id: rec for rec in self.records}
         except BaseException:
             os.close(fd)
             raise
@@ -119,7 +142,7 @@ class WriteLog:
         complete, tail = lines[:-1], lines[-1]   # the last element follows the last newline
         for number, line in enumerate(complete, 1):
             rec = decode_line(line)
-            if rec is None or rec.seq != len(records) + 1:
+            if rec is None or not _follows(records, rec):
                 raise LogError(damaged(self.path, number, last=number == len(complete) and not tail))
             records.append(rec)
             good += len(line) + 1
@@ -156,6 +179,20 @@ class WriteLog:
             raise
         self.size += len(line)
         self.records.append(rec)
+        self.by_id[rec.entry_id] = rec
+
+    @property
+    def next_seq(self) -> int:
+        return self.records[-1].seq + 1 if self.records else 1
+
+    def adopt(self, fd: int, records: list[LogRecord], size: int) -> None:
+        """Take over `fd` (already locked, renamed over this log's path) as the log: a forget's
+        compacted file (mstar.memory.compact). The old file's descriptor is closed."""
+        old, self._fd = self._fd, fd
+        self.records, self.size = list(records), size
+        self.by_id = {rec.entry_id: rec for rec in self.records}
+        if old is not None:
+            os.close(old)
 
     @property
     def count(self) -> int:
@@ -195,10 +232,15 @@ def read_log(path: Path) -> list[LogRecord]:
     lines = data.split(b"\n")
     for number, line in enumerate(lines[:-1], 1):
         rec = decode_line(line)
-        if rec is None or rec.seq != len(records) + 1:
+        if rec is None or not _follows(records, rec):
             raise LogError(damaged(path, number, last=number == len(lines) - 1 and not lines[-1]))
         records.append(rec)
     return records
+
+
+def compact_path(path: Path) -> Path:
+    """Where a forget writes the log's compacted copy before renaming it over the log."""
+    return path.with_name(path.name + ".compact")
 
 
 def fsync_dir(path: Path) -> None:

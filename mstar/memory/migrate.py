@@ -9,7 +9,9 @@ holds one of its namespaces open, so nothing is missed).
 
 Interrupted (Ctrl-C, a crash, an endpoint outage), it resumes: a namespace of the new store
 that already holds the first k texts of the old one goes on from text k+1, so no extraction
-already paid for is asked again.
+already paid for is asked again. A text whose extraction fails (the endpoint is down, the reply
+holds no item) stops the migration there with one line naming it: it is never written as an
+empty item, and the same command goes on from it. Entries keep their ids.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mstar.memory.log import LogError, read_log
+from mstar.memory.log import LogError, LogRecord, read_log
 from mstar.memory.store import StoreError, open_store
 
 DEFAULT_WORKERS = 8
@@ -46,10 +48,10 @@ def migrate(store: str | Path, program: str | Path, out: str | Path | None = Non
     out = Path(out) if out is not None else default_out(Path(store), program)
     if out.resolve() == src.root.resolve():
         raise StoreError("the migrated memory needs a store of its own: give --out another folder")
-    texts: dict[str, list[str]] = {}
+    records: dict[str, list[LogRecord]] = {}
     for namespace in src.namespaces():
         try:
-            texts[namespace] = [rec.text for rec in read_log(src.log_path(namespace))]
+            records[namespace] = read_log(src.log_path(namespace))
         except LogError as exc:
             raise StoreError(f"namespace {namespace!r} of {src.root}: {exc}") from None
     from mstar.memory.service import MemoryService   # (imported here: `mstar --help` reads DEFAULT_WORKERS)
@@ -59,7 +61,8 @@ def migrate(store: str | Path, program: str | Path, out: str | Path | None = Non
     with MemoryService(out, program, llm=llm, toolkit_llm=toolkit_llm, model=model, max_open=1,
                        idle_close_s=None, on_warning=on_warning, **service_kwargs) as dst, \
             ThreadPoolExecutor(max(1, workers), thread_name_prefix="migrate-extract") as pool:
-        for namespace, old in texts.items():
+        for namespace, recs in records.items():
+            old = [rec.text for rec in recs]
             with dst.pool.lease(namespace) as ns:
                 done = ns.writes
                 have = [rec.text for rec in ns.log.records] if ns.log is not None else []
@@ -67,11 +70,17 @@ def migrate(store: str | Path, program: str | Path, out: str | Path | None = Non
                     raise StoreError(f"{out} already holds other texts in namespace {namespace!r}; "
                                      "choose another --out")
                 report.resumed[namespace] = done
-                todo = old[done:]
-                extractions = [pool.submit(ns.extract, text) for text in todo]
+                todo = recs[done:]
+                extractions = [pool.submit(ns.extract, rec.text) for rec in todo]
                 try:
-                    for i, (text, fut) in enumerate(zip(todo, extractions), done + 1):
-                        result = ns.commit(text, fut.result())
+                    for i, (rec, fut) in enumerate(zip(todo, extractions), done + 1):
+                        try:
+                            extracted = fut.result()
+                        except StoreError as exc:
+                            raise StoreError(f"text {i} of {len(old)} of namespace {namespace!r} (entry {rec.entry_id}) "
+                                             f"could not be migrated: {exc}; the {i - 1} before it are in {out}: run "
+                                             "the same command again to go on from it") from None
+                        result = ns.commit(rec.text, extracted, id=rec.entry_id)
                         report.write_errors += result.error is not None
                         progress(namespace, i, len(old))
                 finally:

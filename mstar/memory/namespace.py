@@ -22,6 +22,18 @@ run one at a time: mstar.evaluation.read_state); they wait for a write in progre
 lock: the task LLM's query, answer and extraction calls wait outside it. Reads are not logged: a
 program whose read() changes its knowledge base loses those changes when the namespace reopens.
 
+A write may carry an id (the client's; else the store makes one): one already in the log is
+answered with that write's acknowledgement and nothing is written, so a client that lost an
+acknowledgement (the server died between the fsync and the reply) can retry safely. An
+extraction that gave no item (the task LLM failed) is refused before anything is written.
+
+A forget (mstar.memory.compact) holds back writes, writes the log without the entries, replays
+what is left into a new worker (on the pool's thread: workers die with the thread that started
+them) while reads go on against the old one, then -- holding the lock reads share -- renames
+the new log in and swaps the workers: a read sees the memory before or after, never half.
+Forgetting the whole namespace removes its files; this object is then done, and the pool opens
+an empty namespace at the next request.
+
 A replay whose write() fails where the original did not (or the reverse) leaves the namespace
 read-only (recall still answers from the writes before it); one that takes the worker down leaves
 it unusable until it is closed; both with the error named in every answer.
@@ -34,14 +46,22 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from mstar.evaluation.read_state import read_changes_state
+from mstar.memory import compact
+from mstar.memory.entries import check_id, new_id
 from mstar.memory.sandboxed import Answer, Ingested, MemoryProgramError, SandboxedProgram, _as_llm_fn
 from mstar.memory.log import LogError, LogRecord, WriteLog
 from mstar.memory.store import StoreError, StoreFolder
 from mstar.memory.tape import ToolkitTape
 from sandbox.engine.session import SandboxError
+
+T = TypeVar("T")
+
+
+class Reopen(StoreError):
+    """This namespace object is done (forgotten whole, or its worker lost): ask the pool again."""
 
 
 @dataclass
@@ -52,6 +72,8 @@ class Remembered:
     warnings: list[str] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
     error: str | None = None                      # write() raised; the text is logged all the same
+    id: str = ""                                  # the entry's id (the client's, or one the store made)
+    repeated: bool = False                        # a retry: this id was already in the log, nothing written
 
 
 class ReadWriteLock:
@@ -101,13 +123,17 @@ def _one_line(text: str, limit: int = 300) -> str:
 class Namespace:
     def __init__(self, folder: StoreFolder, name: str, *, task_llm: Any, toolkit_llm: Any,
                  model: str | None = None, sandbox=None, limits=None,
-                 on_warning: Callable[[str], None] | None = None) -> None:
+                 on_warning: Callable[[str], None] | None = None,
+                 on_owner_thread: Callable[[Callable[[], T]], T] | None = None) -> None:
         self.folder, self.name = folder, name
+        # Workers die with the thread that started them: a forget starts its new one there (the pool's).
+        self._on_owner = on_owner_thread or (lambda fn: fn())
         self._task_llm, self._model = task_llm, model
         self._toolkit_live = _as_llm_fn(toolkit_llm, "toolkit", model)
         self._sandbox, self._limits = sandbox, limits
         self._warn = on_warning or (lambda message: None)
         self._rw = ReadWriteLock()
+        self._writes = threading.Lock()   # one write or forget at a time; reads go on beside a forget's replay
         # The evaluation's rule: a read() that changes the program's state runs alone.
         self._read_turn = threading.Lock() if read_changes_state(folder.source) else contextlib.nullcontext()
         self.log: WriteLog | None = None
@@ -131,45 +157,54 @@ class Namespace:
             self.log = None
             raise StoreError(f"namespace {self.name!r}: {_one_line(exc)}") from None
         try:
-            self.memory = SandboxedProgram(self.folder.source, llm=self._task_llm, toolkit_llm=self.tape,
-                                           model=self._model, sandbox=self._sandbox, limits=self._limits,
-                                           name=self.folder.name)
-            self._replay(records)
-        except SandboxError as exc:
-            self.close()
-            raise StoreError(f"program {self.folder.name!r} cannot be loaded: {_one_line(exc)}") from None
+            self.memory, (self.replayed, self.read_only, self.dead) = self.build(records)
         except BaseException:
             self.close()      # no worker left running, no log left locked
             raise
         self.open_s = time.monotonic() - t0
         return self
 
-    def _replay(self, records: list[LogRecord]) -> None:
+    def build(self, records: list[LogRecord]) -> tuple[SandboxedProgram, tuple[int, str, str]]:
+        """A fresh worker with `records` replayed into it, and (replayed, read_only, dead)."""
+        try:
+            memory = SandboxedProgram(self.folder.source, llm=self._task_llm, toolkit_llm=self.tape,
+                                      model=self._model, sandbox=self._sandbox, limits=self._limits,
+                                      name=self.folder.name)
+        except SandboxError as exc:
+            raise StoreError(f"program {self.folder.name!r} cannot be loaded: {_one_line(exc)}") from None
+        try:
+            return memory, self._replay(memory, records)
+        except BaseException:
+            memory.close()
+            raise
+
+    def _replay(self, memory: SandboxedProgram, records: list[LogRecord]) -> tuple[int, str, str]:
         diverged: list[str] = []
-        assert self.memory is not None
-        for rec in records:
+        replayed = 0
+        for number, rec in enumerate(records, 1):
             out = Ingested(dict(rec.item))
             with self.tape.serving(rec.toolkit) as served:
                 try:
-                    self.memory.write_extracted(out, rec.text)
+                    memory.write_extracted(out, rec.text)
                 except MemoryProgramError as exc:
                     # Not `broken`: reopening would replay into the same failure at every request.
-                    self.dead = self.read_only = (f"replaying write {rec.seq} of {len(records)} took the program's "
-                                                  f"worker down: {_one_line(out.error or exc)}")
-                    self._note(f"namespace {self.name!r} cannot be used: {self.dead}")
-                    return
-            self.replayed += 1
+                    dead = (f"replaying write {number} of {len(records)} took the program's "
+                            f"worker down: {_one_line(out.error or exc)}")
+                    self._note(f"namespace {self.name!r} cannot be used: {dead}")
+                    return replayed, dead, dead
+            replayed += 1
             if bool(out.error) != bool(rec.error):
                 was = f"raised ({_one_line(rec.error or '', 120)})" if rec.error else "succeeded"
                 now = f"raises ({_one_line(out.error or '', 120)})" if out.error else "succeeds"
-                self.read_only = f"replaying write {rec.seq}: write() {now} where it {was} when remembered"
-                self._note(f"namespace {self.name!r} is read-only: {self.read_only}")
-                return
+                read_only = f"replaying write {number}: write() {now} where it {was} when remembered"
+                self._note(f"namespace {self.name!r} is read-only: {read_only}")
+                return replayed, read_only, ""
             if served.diverged:
-                diverged.append(f"write {rec.seq}: {served.diverged}")
+                diverged.append(f"write {number}: {served.diverged}")
         if diverged:
             self._note(f"namespace {self.name!r}: {len(diverged)} replayed write(s) asked the toolkit LLM something "
                        f"other than recorded (the program is not deterministic?); first: {diverged[0]}")
+        return replayed, "", ""
 
     def _note(self, message: str) -> None:
         self.warnings.append(message)
@@ -191,26 +226,54 @@ class Namespace:
         if self.dead:
             raise StoreError(f"namespace {self.name!r} cannot be used: {self.dead}")
         if self.broken:
-            raise StoreError(f"namespace {self.name!r} is reopening ({self.broken}); ask again")
+            raise Reopen(f"namespace {self.name!r} is reopening ({self.broken}); ask again")
         assert self.memory is not None
         return self.memory
 
-    def remember(self, text: str) -> Remembered:
+    def remember(self, text: str, id: str | None = None) -> Remembered:
         if not isinstance(text, str):
             raise StoreError(f"remember() takes a text (str), not {type(text).__name__}")
+        if id is not None:
+            check_id(id)
+            earlier = self._earlier(id, text)
+            if earlier is not None:
+                return earlier          # a retry: answered from the log, no extraction paid again
         self._writable()
-        return self.commit(text, self.extract(text))
+        return self.commit(text, self.extract(text), id=id)
+
+    def _earlier(self, id: str, text: str) -> Remembered | None:
+        """The acknowledgement of the write logged under `id`, when there is one."""
+        assert self.log is not None
+        rec = self.log.by_id.get(id)
+        if rec is None:
+            return None
+        if rec.text != text:
+            raise StoreError(f"namespace {self.name!r}: id {id!r} is taken by another text (write {rec.seq}, "
+                             f"{rec.at}); give a new id for a new text")
+        return Remembered(self.name, rec.seq, dict(rec.item), error=rec.error, id=rec.entry_id, repeated=True)
 
     def extract(self, text: str) -> Ingested:
-        """The task LLM's KnowledgeItem for `text` (no lock: extractions overlap; nothing written)."""
-        try:
-            return self._usable().extract(text)
-        except MemoryProgramError as exc:
-            raise self._lost(exc, "") from None
+        """The task LLM's KnowledgeItem for `text` (no lock: extractions overlap; nothing written).
+        An extraction that gave no item is refused (StoreError): the memory keeps no empty entry."""
+        for attempt in (1, 2):
+            memory = self._usable()
+            try:
+                out = memory.extract(text)
+                break
+            except MemoryProgramError as exc:
+                if attempt == 1 and memory is not self.memory:
+                    continue            # a forget replaced the worker meanwhile
+                raise self._lost(exc, "") from None
+        if out.failed:
+            raise StoreError(f"namespace {self.name!r}: nothing was remembered: the task LLM gave no "
+                             f"KnowledgeItem ({_one_line(out.failed, 400)})")
+        return out
 
-    def commit(self, text: str, extracted: Ingested) -> Remembered:
+    def commit(self, text: str, extracted: Ingested, id: str | None = None) -> Remembered:
         """write() an extracted item and log it; returns once the record is on disk."""
-        with self._rw.writing():
+        with self._writes, self._rw.writing():
+            if id is not None and (earlier := self._earlier(id, text)) is not None:
+                return earlier                                   # the same id, committed meanwhile
             self._writable()
             memory = self._usable()
             assert self.log is not None
@@ -221,8 +284,9 @@ class Namespace:
                     raise self._lost(extracted.error or exc, "; the text was not remembered") from None
                 except (ValueError, TypeError) as exc:   # refused before it reached the worker (too large)
                     raise StoreError(f"namespace {self.name!r}: {_one_line(exc)}; the text was not remembered") from None
-            rec = LogRecord(seq=self.log.count + 1, text=text, item=extracted.item, toolkit=replies,
-                            error=extracted.error, at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"))
+            rec = LogRecord(seq=self.log.next_seq, text=text, item=extracted.item, toolkit=replies,
+                            error=extracted.error, at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
+                            id=id if id is not None else new_id())
             try:
                 self.log.append(rec)
             except OSError as exc:
@@ -230,18 +294,86 @@ class Namespace:
                 self.broken = "its log could not be written"
                 raise StoreError(f"namespace {self.name!r}: the store could not write its log "
                                  f"({exc.strerror or exc}); the text was not remembered") from None
-        return Remembered(self.name, rec.seq, extracted.item, extracted.warnings, extracted.logs, extracted.error)
+        return Remembered(self.name, rec.seq, extracted.item, extracted.warnings, extracted.logs, extracted.error,
+                          id=rec.entry_id)
 
     def recall(self, question: str, answer: bool = False) -> Answer:
         if not isinstance(question, str):
             raise StoreError(f"recall() takes a question (str), not {type(question).__name__}")
-        try:
-            result = self._usable().formulate(question)        # the LLM calls wait outside the lock
-            with self._rw.reading(), self._read_turn:
-                self._usable().read_into(result)
-            return self._usable().answer_into(result, question) if answer else result
-        except MemoryProgramError as exc:
-            raise self._lost(exc, "") from None
+        for attempt in (1, 2):
+            memory = self._usable()
+            try:
+                result = memory.formulate(question)              # the LLM calls wait outside the lock
+                with self._rw.reading(), self._read_turn:
+                    self._usable().read_into(result)             # the worker of now: before or after a forget
+                return memory.answer_into(result, question) if answer else result
+            except MemoryProgramError as exc:
+                if attempt == 1 and memory is not self.memory:
+                    continue
+                raise self._lost(exc, "") from None
+        raise AssertionError("unreachable")
+
+    def records(self) -> list[LogRecord]:
+        """The entries as they are now (a write or forget in progress is not half seen)."""
+        with self._rw.reading():
+            self._usable_log()
+            assert self.log is not None
+            return list(self.log.records)
+
+    def _usable_log(self) -> None:
+        if self.broken or self.log is None:
+            raise Reopen(f"namespace {self.name!r} is reopening ({self.broken or 'closed'}); ask again")
+
+    def forget(self, select: Callable[[LogRecord], bool]) -> list[LogRecord]:
+        """Erase the selected entries (mstar.memory.compact): the log is rewritten without them and
+        a worker replayed from the rest takes over; reads meanwhile answer from the old worker,
+        then from the new one. Returns the forgotten records."""
+        old = None
+        with self._writes:
+            self._usable_log()
+            log = self.log
+            assert log is not None
+            gone = [rec for rec in log.records if select(rec)]
+            if not gone:
+                return []
+            kept = [rec for rec in log.records if not select(rec)]
+            try:
+                copy = compact.prepare(log, kept)
+            except OSError as exc:
+                raise StoreError(f"namespace {self.name!r}: forget refused, the compacted log could not be written "
+                                 f"({exc.strerror or exc}); nothing was forgotten, the store is unchanged") from None
+            try:
+                memory, state = self._on_owner(lambda: self.build(kept))
+            except BaseException:
+                compact.discard(copy)
+                raise
+            with self._rw.writing():
+                try:
+                    compact.install(log, copy)
+                except OSError as exc:
+                    self._on_owner(memory.close)
+                    if isinstance(exc, compact.NotSynced):    # renamed: the worker is behind the log now
+                        self.broken = "its folder could not be synced after a forget"
+                        raise Reopen(f"namespace {self.name!r}: the entries were forgotten but the folder could "
+                                     f"not be synced ({exc.strerror or exc}); ask again") from None
+                    raise StoreError(f"namespace {self.name!r}: forget refused, the compacted log could not "
+                                     f"replace the log ({exc.strerror or exc}); nothing was forgotten") from None
+                old, self.memory = self.memory, memory
+                self.replayed, self.read_only, self.dead = state
+        if old is not None:
+            self._on_owner(old.close)
+        return gone
+
+    def erase(self) -> int:
+        """Forget the namespace whole: its files go; this object is done (the pool drops it, and
+        the next request opens an empty namespace). Returns how many entries it held."""
+        with self._writes, self._rw.writing():
+            self._usable_log()
+            assert self.log is not None
+            count = self.log.count
+            compact.remove(self.log)
+            self.broken = "it was forgotten"
+        return count
 
     def _writable(self) -> None:
         if self.dead:

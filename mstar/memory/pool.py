@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 from mstar.memory.store import StoreError, check_namespace
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the pool only holds namespaces; the CLI reads its defaults 
 DEFAULT_MAX_OPEN = 16
 DEFAULT_IDLE_CLOSE_S = 900.0
 DEFAULT_WAIT_S = 120.0
+T = TypeVar("T")
 
 
 class _Entry:
@@ -147,6 +148,13 @@ class NamespacePool:
                     self._close_later(self._entries.pop(name))
                     self.evicted += 1
                 self._cond.notify_all()
+
+    def on_thread(self, fn: Callable[[], T]) -> T:
+        """Run `fn` on the pool's own thread and wait: where workers are started and closed (a
+        forget's new worker too -- a worker dies with the thread that started it)."""
+        if threading.current_thread().name.startswith("memory-namespaces"):
+            return fn()
+        return self._thread.submit(fn).result()
 
     def open_namespaces(self) -> list[Namespace]:
         with self._cond:

@@ -30,6 +30,9 @@ class Ingested:
     warnings: list[str] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)  # the program's debug output during write()
     error: str | None = None                      # write() raised or timed out (the memory goes on)
+    failed: str | None = None                     # no item was extracted (the task LLM failed, or its
+                                                  # reply held no object with a field of the item): `item`
+                                                  # is all defaults
 
 
 @dataclass
@@ -156,7 +159,11 @@ class SandboxedProgram:
         reply, err = self._llm(self._task_llm, msgs)
         obj, warn = agent.parse_json_object(reply) if err is None else (None, f"task LLM failed: {err}")
         item, warns = agent.fill_fields(obj, self.info.knowledge_item_schema)
-        return Ingested(item, ([warn] if warn else []) + warns)
+        failed = warn if obj is None else None
+        names = [f["name"] for f in self.info.knowledge_item_schema if isinstance(f, dict) and "name" in f]
+        if obj is not None and names and not set(obj) & set(names):
+            failed = f"the reply held none of the KnowledgeItem's fields ({', '.join(names)})"
+        return Ingested(item, ([warn] if warn else []) + warns, failed=failed)
 
     def write_extracted(self, out: Ingested, text: str) -> Ingested:
         """write() an extracted item (`extract`); a write() that raised is noted in `out.error`,

@@ -1,10 +1,12 @@
 """The MCP server: a store's memory as tools an agent host calls (official `mcp` SDK, the
 [serve] extra: `pip install 'mstar-evolve[serve]'`).
 
-  tool      remember(text, namespace="default")               extract, write(), log (fsync), acknowledge
+  tool      remember(text, namespace="default", id=None)      extract, write(), log (fsync), acknowledge;
+                                                                a retry with the same id is answered from the log
   tool      recall(question, namespace="default", answer=False) the program's read() output; with
                                                                 answer=true also the task agent's answer
   resource  memory://program                                  the program's instructions and schemas (JSON)
+  tools     list_entries, get_entry, forget, forget_namespace, export_namespace (mstar.memory.mcp_tools)
 
 Every tool call runs over a MemoryService: writes to one namespace apply in log order, reads of
 it run concurrently. Calls wait for a slot of their namespace and a thread of the server's
@@ -31,6 +33,7 @@ from typing import Any, Callable, Optional, TypedDict
 from mstar.memory.access import Access, AccessGuard
 from mstar.memory.fairness import FairGate
 from mstar.memory.hosts import HostCheck, HostGuard, sdk_check_off
+from mstar.memory.mcp_tools import add_manage_tools, mstar_version, server_class
 from mstar.memory.sandboxed import MemoryProgramError
 from mstar.memory.service import MemoryService
 from mstar.memory.store import DEFAULT_NAMESPACE, StoreError
@@ -54,6 +57,8 @@ class RememberResult(TypedDict):
     item: dict                    # the KnowledgeItem the program's write() received
     warnings: list[str]
     error: Optional[str]          # write() raised; the text is kept (logged) all the same
+    id: str                       # the entry's id (yours, or one the memory made): get_entry / forget take it
+    repeated: bool                # this id was already remembered: that write's acknowledgement, nothing new
 
 
 class RecallResult(TypedDict):
@@ -72,13 +77,13 @@ def _one_line(exc: BaseException) -> str:
 def build_server(service: MemoryService, *, gate: FairGate | None = None, access: Access | None = None):
     """The MCPServer for `service` (not started). `access`: the clients and their namespaces (HTTP
     with --access); without it every caller may use every namespace."""
-    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.exceptions import ToolError
 
     info = service.program_info()
     consts = info["instructions"]
-    app = MCPServer(
-        SERVER_NAME, log_level="WARNING",
+    app = server_class()(
+        SERVER_NAME, log_level="WARNING", version=mstar_version(),
         instructions=(f"A long-term memory (mstar memory program {info['program']!r}). Call remember with any text "
                       "worth keeping (a conversation turn, a fact, a finished task) and recall with a question "
                       "before answering; use one namespace per user or agent. Read memory://program for how "
@@ -98,9 +103,11 @@ def build_server(service: MemoryService, *, gate: FairGate | None = None, access
             guarded(lambda: access.check(ctx.headers, namespace))
         return await gate.run(namespace, lambda: guarded(op))
 
-    async def remember(text: str, namespace: str = DEFAULT_NAMESPACE, ctx: Context = None) -> RememberResult:
-        r = await on_namespace(ctx, namespace, lambda: service.remember(text, namespace))
-        return {"namespace": r.namespace, "seq": r.seq, "item": r.item, "warnings": r.warnings, "error": r.error}
+    async def remember(text: str, namespace: str = DEFAULT_NAMESPACE, id: Optional[str] = None,
+                       ctx: Context = None) -> RememberResult:
+        r = await on_namespace(ctx, namespace, lambda: service.remember(text, namespace, id=id))
+        return {"namespace": r.namespace, "seq": r.seq, "item": r.item, "warnings": r.warnings, "error": r.error,
+                "id": r.id, "repeated": r.repeated}
 
     async def recall(question: str, namespace: str = DEFAULT_NAMESPACE, answer: bool = False,
                      ctx: Context = None) -> RecallResult:
@@ -115,10 +122,13 @@ def build_server(service: MemoryService, *, gate: FairGate | None = None, access
 
     app.add_tool(remember, name="remember", structured_output=True, description=(
         "Remember a text in the memory (namespace: one per user or agent; made on first use). The memory "
-        "extracts what to keep itself: " + consts.get("INSTRUCTION_KNOWLEDGE_ITEM", "")[:500]))
+        "extracts what to keep itself: " + consts.get("INSTRUCTION_KNOWLEDGE_ITEM", "")[:500]
+        + " Give an id of your own to make a retry safe: a text already remembered under it is not written again."))
     app.add_tool(recall, name="recall", structured_output=True, description=(
         "Recall what the memory holds for a question (namespace as for remember). Returns the retrieved text; "
         "with answer=true also an answer written from it."))
+
+    add_manage_tools(app, service, on_namespace, Context)
 
     @app.resource(PROGRAM_URI, name="program", mime_type="application/json",
                   description="The memory program's instructions and the schemas of what it stores and is asked")
@@ -153,7 +163,11 @@ class BearerGuard:
         if scope.get("type") == "http":
             given = next((v for k, v in scope.get("headers", []) if k.lower() == b"authorization"), b"")
             if not hmac.compare_digest(given, self._expected):
-                body = b'{"error": "missing or wrong bearer token"}'
+                # A JSON-RPC error in the body: the SDK's client shows its message (a bare 401 reaches
+                # it as "Server returned an error response").
+                reason = "wrong bearer token" if given else "no bearer token (send Authorization: Bearer <token>)"
+                body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32001, "message": f"401 Unauthorized: {reason}"}}).encode("utf-8")
                 await send({"type": "http.response.start", "status": 401,
                             "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
                                         (b"content-length", str(len(body)).encode())]})

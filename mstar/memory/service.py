@@ -13,11 +13,14 @@ with `model=`, an LLMRouter, an LLMConfig as `mstar evolve` resolves it, "offlin
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import IO, Any, Callable
 
+from mstar.memory import entries as E
+from mstar.memory.entries import Entry, Page
+from mstar.memory.namespace import Namespace, Remembered, Reopen
 from mstar.memory.sandboxed import Answer, MemoryProgramError, SandboxedProgram, as_router
-from mstar.memory.namespace import Namespace, Remembered
 from mstar.memory.pool import DEFAULT_IDLE_CLOSE_S, DEFAULT_MAX_OPEN, NamespacePool
 from mstar.memory.store import DEFAULT_NAMESPACE, StoreError, check_namespace, open_store
 from sandbox.engine.session import SandboxError
@@ -32,6 +35,16 @@ def _program(program: str | Path | None) -> tuple[str, str] | None:
         return load_program_source(str(program))
     except (ValueError, FileNotFoundError, OSError, UnicodeDecodeError) as exc:
         raise StoreError(str(exc)) from None
+
+
+@dataclass
+class Forgotten:
+    namespace: str
+    ids: list[str] = field(default_factory=list)        # the entries erased
+    missing: list[str] = field(default_factory=list)    # ids asked for that the namespace does not hold
+
+    def to_dict(self) -> dict:
+        return {"namespace": self.namespace, "forgotten": self.ids, "missing": self.missing}
 
 
 class MemoryService:
@@ -66,23 +79,100 @@ class MemoryService:
 
     def _open_namespace(self, name: str) -> Namespace:
         return Namespace(self.folder, name, task_llm=self.llm, toolkit_llm=self.toolkit_llm, model=self._model,
-                         sandbox=self._sandbox, limits=self._limits, on_warning=self._warn).open()
+                         sandbox=self._sandbox, limits=self._limits, on_warning=self._warn,
+                         on_owner_thread=self.pool.on_thread).open()
 
     # ------------------------------------------------------------------ ops
 
-    def remember(self, text: str, namespace: str = DEFAULT_NAMESPACE) -> Remembered:
-        return self._with(namespace, lambda ns: ns.remember(text))
+    def remember(self, text: str, namespace: str = DEFAULT_NAMESPACE, id: str | None = None) -> Remembered:
+        """Extract, write() and log `text`. With `id`: a retry of a write already logged under it
+        returns that write's acknowledgement (`repeated`) and writes nothing."""
+        return self._with(namespace, lambda ns: ns.remember(text, id=id))
 
     def recall(self, question: str, namespace: str = DEFAULT_NAMESPACE, answer: bool = False) -> Answer:
         return self._with(namespace, lambda ns: ns.recall(question, answer=answer))
 
+    def entries(self, namespace: str = DEFAULT_NAMESPACE, offset: int = 0, limit: int = E.DEFAULT_PAGE,
+                contains: str | None = None) -> Page:
+        """A page of the namespace's entries in log order (`contains`: only those holding that text)."""
+        return E.page(namespace, self._records(namespace), offset, limit, contains)
+
+    def entry(self, id: str, namespace: str = DEFAULT_NAMESPACE) -> Entry:
+        E.check_id(id)
+        for rec in self._records(namespace):
+            if rec.entry_id == id:
+                return Entry.of(rec)
+        raise StoreError(f"namespace {namespace!r} holds no entry {id!r}")
+
+    def forget(self, ids: list[str] | str, namespace: str = DEFAULT_NAMESPACE) -> Forgotten:
+        """Erase the entries with these ids (mstar.memory.compact); ids it does not hold are `missing`."""
+        wanted = [ids] if isinstance(ids, str) else list(ids) if isinstance(ids, (list, tuple)) else None
+        if not wanted:
+            raise StoreError("forget needs the ids of the entries to forget (a non-empty list)")
+        wanted = [E.check_id(i) for i in wanted]
+        chosen = set(wanted)
+        gone = self._forget(namespace, lambda rec: rec.entry_id in chosen)
+        return Forgotten(namespace, gone, [i for i in wanted if i not in set(gone)])
+
+    def forget_matching(self, text: str, namespace: str = DEFAULT_NAMESPACE) -> Forgotten:
+        """Erase every entry holding `text` (any case) in its raw text or its KnowledgeItem."""
+        needle = E.check_needle(text)
+        return Forgotten(namespace, self._forget(namespace, lambda rec: E.matches(rec, needle)))
+
+    def forget_namespace(self, namespace: str = DEFAULT_NAMESPACE) -> int:
+        """Erase the namespace whole (its log and folder); returns how many entries it held."""
+        if not self._exists(namespace):
+            return 0
+        try:
+            return self._with(namespace, lambda ns: ns.erase())
+        except Reopen:
+            raise
+        except StoreError as exc:         # it cannot be opened (a damaged log): its files go all the same
+            from mstar.memory import compact
+            from mstar.memory.log import LogError
+            try:
+                return compact.remove_files(self.folder.log_path(namespace)) or 0
+            except (LogError, OSError):
+                raise exc from None
+
+    def export(self, namespace: str = DEFAULT_NAMESPACE) -> list[str]:
+        """The namespace's entries as JSON lines (mstar.memory.entries: what `import_entries` takes back)."""
+        return list(E.export_lines(self._records(namespace)))
+
+    def import_entries(self, pairs: list[tuple[str, str | None]], namespace: str = DEFAULT_NAMESPACE,
+                       progress: Callable[[int, int], None] | None = None) -> list[Remembered]:
+        """Remember exported (text, id) pairs in order; an id already here is not written again."""
+        out = []
+        for done, (text, ident) in enumerate(pairs, 1):
+            out.append(self.remember(text, namespace, id=ident))
+            if progress:
+                progress(done, len(pairs))
+        return out
+
+    def _exists(self, namespace: str) -> bool:
+        return (self.folder.namespaces_dir / check_namespace(namespace) / "log.jsonl").is_file()
+
+    def _records(self, namespace: str) -> list:
+        if not self._exists(namespace):
+            return []                  # looking does not make a namespace
+        return self._with(namespace, lambda ns: ns.records())
+
+    def _forget(self, namespace: str, select: Callable) -> list[str]:
+        if not self._exists(namespace):
+            return []
+        return [rec.entry_id for rec in self._with(namespace, lambda ns: ns.forget(select))]
+
     def _with(self, namespace: str, op: Callable[[Namespace], Any]) -> Any:
         check_namespace(namespace)
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             with self.pool.lease(namespace) as ns:
-                if ns.broken and attempt == 1:
+                if ns.broken and attempt < 3:
                     continue                  # lost by an earlier request: the pool reopens it now
-                return op(ns)
+                try:
+                    return op(ns)
+                except Reopen:
+                    if attempt == 3:
+                        raise                 # forgotten or lost while this request waited: ask anew
         raise AssertionError("unreachable")
 
     def program_info(self) -> dict:
@@ -137,9 +227,42 @@ class StoredMemory:
     def constants(self) -> dict[str, str]:
         return dict(self.service.info.constants)
 
-    def ingest(self, text: str) -> Remembered:
-        """Extract, write() and log `text`; returns once the write is on disk."""
-        return self.service.remember(text, self.namespace)
+    def ingest(self, text: str, id: str | None = None) -> Remembered:
+        """Extract, write() and log `text`; returns once the write is on disk. Raises StoreError
+        when nothing could be extracted (the task LLM failed): nothing is written then. With
+        `id`, a retry of a write already logged under it returns its acknowledgement."""
+        return self.service.remember(text, self.namespace, id=id)
+
+    def entries(self, offset: int = 0, limit: int = E.DEFAULT_PAGE, contains: str | None = None) -> Page:
+        return self.service.entries(self.namespace, offset, limit, contains)
+
+    def entry(self, id: str) -> Entry:
+        return self.service.entry(id, self.namespace)
+
+    def forget(self, ids: list[str] | str) -> Forgotten:
+        return self.service.forget(ids, self.namespace)
+
+    def forget_matching(self, text: str) -> Forgotten:
+        return self.service.forget_matching(text, self.namespace)
+
+    def forget_namespace(self) -> int:
+        return self.service.forget_namespace(self.namespace)
+
+    def export(self, file: str | Path | IO[str] | None = None) -> str | int:
+        """The namespace as JSON lines: returned as text, or written to `file` (returns the count)."""
+        lines = self.service.export(self.namespace)
+        if file is None:
+            return "".join(lines)
+        if isinstance(file, (str, Path)):
+            from mstar.run.store import atomic_write_text
+            atomic_write_text(Path(file), "".join(lines))
+        else:
+            file.write("".join(lines))
+        return len(lines)
+
+    def import_jsonl(self, source: str | Path | IO[str]) -> list[Remembered]:
+        """Remember the texts of an export (ids kept: importing twice writes each entry once)."""
+        return self.service.import_entries(E.read_export(source), self.namespace)
 
     def ask_detailed(self, question: str, answer: bool = True) -> Answer:
         return self.service.recall(question, self.namespace, answer=answer)

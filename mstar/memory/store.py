@@ -24,7 +24,10 @@ from mstar.memory.log import fsync_dir
 from mstar.run.store import atomic_write_text
 
 FORMAT = "mstar-memory-store"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Version 2 logs hold entry ids and may have seq gaps (a forget); an older mstar would cut a last
+# line with an id off as torn, so a version 1 store is marked 2 before this mstar writes to it.
+READS_VERSIONS = (1, 2)
 DEFAULT_NAMESPACE = "default"
 # Used with fullmatch only: `$` alone also matches before a final newline, and "alice\n" would be a
 # second folder beside "alice".
@@ -89,6 +92,8 @@ def open_store(root: str | Path, program: str | None = None, program_name: str =
     if meta_path.is_file():
         stored = _read_meta(root)
         source = _stored_source(root, stored)
+        if create and stored["format_version"] != FORMAT_VERSION:
+            upgrade(root, stored)
         if program is not None and program_hash(program) != stored["program_sha256"]:
             raise StoreError(
                 f"store {root} holds the memory of program {stored['program_name']!r} "
@@ -122,15 +127,24 @@ def _read_meta(root: Path) -> dict:
         raise StoreError(f"{path} cannot be read: {exc}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise StoreError(f"{path} is not the metadata of an mstar memory store")
-    if meta.get("format_version") != FORMAT_VERSION:
+    if meta.get("format_version") not in READS_VERSIONS:
         raise StoreError(f"store {root} has format version {meta.get('format_version')!r}; this mstar reads "
-                         f"version {FORMAT_VERSION} (use the mstar that wrote it, or migrate from it)")
+                         f"versions {', '.join(map(str, READS_VERSIONS))} (use the mstar that wrote it, or migrate "
+                         "from it)")
     if meta.get("program_embeddings", PROGRAM_EMBEDDINGS) != PROGRAM_EMBEDDINGS:
         raise StoreError(f"store {root} embeds with {meta.get('program_embeddings')!r}; this mstar replays "
                          f"with {PROGRAM_EMBEDDINGS!r} only")
     if not isinstance(meta.get("program_sha256"), str):
         raise StoreError(f"{path} names no program hash")
     return meta
+
+
+def upgrade(root: Path, meta: dict | None = None) -> None:
+    """Mark a store as this version's before anything of this version is written to it."""
+    meta = meta if meta is not None else _read_meta(root)
+    if meta["format_version"] != FORMAT_VERSION:
+        atomic_write_text(root / "store.json", json.dumps({**meta, "format_version": FORMAT_VERSION}, indent=2) + "\n")
+        os.chmod(root / "store.json", 0o600)
 
 
 def _stored_source(root: Path, meta: dict) -> str:

@@ -1,4 +1,5 @@
-"""`mstar ui`: a local, read-only web app over run folders, live while runs write to them.
+"""`mstar ui`: a local, read-only web app over run folders, live while runs write to them (and,
+with --store, over a memory store).
 
 Built on the run folder's readers (mstar.run.views, mstar.run.events, mstar.run.spend,
 mstar.final.stats) and nothing of the loop: it reads what a run wrote and never writes into a run
@@ -18,6 +19,9 @@ folder, so it can watch a run another process is writing, a finished one, or a c
                  and two programs compared on the items both answered (paired bootstrap)
     access.py    who may ask: loopback by default; any other address needs a token, checked on
                  every request; the Host header checked against DNS rebinding
+    store.py     the JSON of a memory store (`--store DIR`): program, namespaces with entry counts and
+                 last writes, a page of entries with a text filter, what read() returns for a
+                 question (a worker replayed from the log; no LLM); logs read under a shared lock
     server.py    http.server (one thread per request), the routes, the static assets, and the
                  live stream (Server-Sent Events: "this run changed", the page then refetches)
     static/      the page: index.html, app.css and hand-written vanilla JS (no build step, no

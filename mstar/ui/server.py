@@ -11,6 +11,9 @@
     GET /api/runs/<run>/programs/<ref>/cases/<split>/<query id>   one case, whole
     GET /api/runs/<run>/compare?a=&b=&split=           two programs on the items both answered
     GET /api/stream[?run=<run>]                        Server-Sent Events: "changed", and what
+    GET /api/store                                     the memory store (--store): program, namespaces
+    GET /api/store/<namespace>?offset=&limit=&contains=   a page of its entries (mstar.ui.store)
+    GET /api/store/<namespace>/recall?q=               what read() returns for a question
 
 Only GET: the server changes nothing, here or in the run folders. Each request runs in its own
 thread (ThreadingHTTPServer; a listen queue of LISTEN_QUEUE, and a connection silent for
@@ -32,6 +35,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from mstar.memory.log import LogError
+from mstar.memory.store import StoreError
 from mstar.run.store import RunFormatError, dumps
 from mstar.ui import api, cases
 from mstar.ui.access import Access, is_loopback, new_token
@@ -149,6 +154,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(409, f"the run folder cannot be read: {exc}", api_call)
         except RunFormatError as exc:    # e.g. a lineage id that leads outside the run folder
             return self._error(409, str(exc), api_call)
+        except (StoreError, LogError) as exc:          # a bad name or page; a log a server holds open
+            return self._error(409, str(exc), api_call)
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             return None
         except Exception as exc:     # a bug or a record this version misreads: say so, keep serving
@@ -160,6 +167,8 @@ class Handler(BaseHTTPRequestHandler):
         one = lambda key, default=None: query.get(key, [default])[0]  # noqa: E731
         if p == ["runs"]:
             return api.runs(f)
+        if p[:1] == ["store"]:
+            return self._store(p[1:], one)
         if len(p) >= 2 and p[0] == "runs":
             name, rest = p[1], p[2:]
             if not rest:
@@ -177,6 +186,23 @@ class Handler(BaseHTTPRequestHandler):
             if len(rest) == 5 and rest[0] == "programs" and rest[2] == "cases":
                 return cases.case_detail(f, name, rest[1], rest[3], rest[4])
         raise api.NotFound(f"no API route /api/{'/'.join(p)}")
+
+    def _store(self, p: list[str], one) -> dict:
+        store = self.ui.store
+        if store is None:
+            raise api.NotFound("no memory store is shown here (start with `mstar ui --store DIR`)")
+        if not p:
+            return store.summary()
+        if len(p) == 1:
+            def number(key: str, default: int) -> int:
+                try:
+                    return int(one(key, default))
+                except ValueError:
+                    raise StoreError(f"{key} must be a whole number") from None
+            return store.entries(p[0], number("offset", 0), number("limit", 50), one("contains"))
+        if len(p) == 2 and p[1] == "recall":
+            return store.recall(p[0], one("q", ""))
+        raise api.NotFound(f"no API route /api/store/{'/'.join(p)}")
 
     def _stream(self, run: str | None) -> None:
         f = self.ui.folders
@@ -217,11 +243,15 @@ class UIServer:
     one (`.token`, printed by the command). Use as a context manager, or start() / close()."""
 
     def __init__(self, runs_dir, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
-                 verbose: bool = False, connection_timeout_s: float = CONNECTION_TIMEOUT_S):
+                 verbose: bool = False, connection_timeout_s: float = CONNECTION_TIMEOUT_S, store=None):
         loopback = is_loopback(host)
         self.token = token or (None if loopback else new_token())
         self.access = Access(self.token, loopback)
         self.folders = RunFolders(runs_dir)
+        self.store = None
+        if store is not None:
+            from mstar.ui.store import StoreView
+            self.store = StoreView(store)       # StoreError: not a memory store
         self.assets = load_assets()
         self.verbose = verbose
         self.connection_timeout_s = connection_timeout_s
@@ -254,6 +284,8 @@ class UIServer:
             self.httpd.shutdown()
             self._thread.join(timeout=5)
         self.httpd.server_close()
+        if self.store is not None:
+            self.store.close()
 
     def __enter__(self) -> "UIServer":
         return self.start()

@@ -7,6 +7,8 @@
  *   #/run/<run>/case/<id>/<split>/<qid>  one question         M.views.kase
  *   #/run/<run>/compare/<a>/<b>/<split>  two programs         M.views.compare
  *   #/run/<run>/spend                    spend over time      M.views.spend
+ *   #/store                              the memory store     M.views.store (mstar ui --store)
+ *   #/store/<namespace>?contains=        its entries, recall  M.views.storeNamespace
  *
  * The live stream (/api/stream, Server-Sent Events) says "changed: lineage" or "changed: usage";
  * a view with an update(kind) method refetches. Updates never overlap: one that arrives while
@@ -25,6 +27,8 @@ const ROUTES = [
   [/^run\/([^/]+)\/case\/([^/]+)\/([^/]+)\/([^/]+)$/, "kase", ["run", "id", "split", "qid"]],
   [/^run\/([^/]+)\/compare\/([^/]+)\/([^/]+)\/([^/]+)$/, "compare", ["run", "a", "b", "split"]],
   [/^run\/([^/]+)\/spend$/, "spend", ["run"]],
+  [/^store$/, "store", []],
+  [/^store\/([^/]+)$/, "storeNamespace", ["namespace"]],
 ];
 
 const RETRY_S = 3;
