@@ -42,7 +42,13 @@ def test_a_damaged_middle_line_names_the_repair_and_repair_sets_it_aside(tmp_pat
     assert "iteration 2's record, and its child iter_002 leaves the pool: `mstar resume` does iteration 2 again" in out
     assert "llm_usage.jsonl:4: not UTF-8" not in out and "llm_usage.jsonl:4: not a JSON line" in out
     assert "missing from the spend totals" in out
-    assert "note: iteration 3 names iter_002 as its parent, whose source is programs/iter_002.py" in out
+    # Later iterations that took the lost child as their parent are named (which ones depends on
+    # the embeddings installed: they choose the static set, and so the lineage).
+    events = [json.loads(l) for l in lines if l != bad]
+    orphans = [e["iteration"] for e in events if e["event"] == "iteration" and e.get("parent_id") == "iter_002"]
+    for it in orphans:
+        assert f"note: iteration {it} names iter_002 as its parent, whose source is programs/iter_002.py" in out
+    assert ("names iter_002 as its parent" in out) == bool(orphans)
     assert (run / "lineage.jsonl").read_bytes() == before and not (run / "lineage.jsonl.set-aside").exists()
 
     assert main(["repair", str(run)]) == 0
