@@ -22,7 +22,11 @@ def register(sub) -> None:
     from mstar.gepa import DEFAULT_BUDGET, DEFAULT_MINIBATCH
 
     p = sub.add_parser("baselines", help="compare memory programs on a task's test split (paper Table 1)")
-    p.add_argument("--task", default="sample", help="task name (built in: sample) or a .json task file")
+    p.add_argument("--run", default=None, metavar="RUN",
+                   help="a finished run (folder, or name under runs/): its champion gets a row beside the others, "
+                        "and its task (with its data and options) is the default task")
+    p.add_argument("--task", default=None, help="task name (built in: sample) or a .json task file (default: "
+                                                "the --run's task, else sample)")
     p.add_argument("--data", default=None, help="data file or folder for the task, when it needs one")
     add_task_options(p)
     p.add_argument("--theme", default=None,
@@ -77,6 +81,32 @@ def parse_programs(text: str | None) -> list[str]:
     return names
 
 
+def run_champion(ref: str) -> tuple[str, dict]:
+    """The champion of a finished run as a program path (programs/<id>.py: its row is labelled
+    with its id), and the run's task as baselines' options. ValueError when it has none."""
+    import json
+
+    from mstar.run.store import RunFormatError, find_run
+    try:
+        root = find_run(ref)
+    except RunFormatError as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
+        config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        summary, config = {}, {}
+    best = summary.get("best_id")
+    if not best or not (root / "programs" / f"{best}.py").is_file():
+        raise ValueError(f"run {root} has no champion yet (not finished): `mstar resume {root}` ends it, "
+                         "or give its programs with --programs")
+    options = config.get("task_options") or {}
+    run_task = {"task": config.get("task"), "data": config.get("data"), "theme": config.get("theme"),
+                "metric": config.get("metric"), "size": options.get("size"),
+                "sample_seed": options.get("sample_seed"), "task_split": options.get("split")}
+    return str(root / "programs" / f"{best}.py"), {k: v for k, v in run_task.items() if v is not None}
+
+
 def _check_numbers(args) -> str | None:
     for flag, value, low in (("--gepa-budget", args.gepa_budget, 1), ("--gepa-minibatch", args.gepa_minibatch, 1),
                              ("--static-size", args.static_size, 1), ("--workers", args.workers, 1)):
@@ -105,6 +135,13 @@ def cmd_baselines(args) -> int:
         return 2
     try:
         programs = parse_programs(args.programs)
+        if args.run:
+            champion, run_task = run_champion(args.run)
+            programs.append(champion)
+            for key, value in run_task.items():   # the run's task unless another is named
+                if args.task is None and (key == "task" or getattr(args, key, None) is None):
+                    setattr(args, key, value)
+        args.task = args.task or "sample"
         for p in programs:
             if p not in OPTIMISED:
                 load_program_source(p)

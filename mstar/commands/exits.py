@@ -1,5 +1,5 @@
 """How `mstar evolve` and `mstar resume` end when they cannot go on: Ctrl-C, SIGTERM, a disk that
-is full or read-only. One line says what happened and which command continues the run; no
+is full or read-only, an output pipe whose reader went away (`| head`). One line says what happened and which command continues the run; no
 traceback; temp files of atomic writes are removed.
 
 Everything a run completed is on disk already (mstar/run/store.py), so an interrupt loses at
@@ -121,12 +121,38 @@ class RunGuard:
             if self.signum is None:  # not raised by our handler (e.g. before it was installed)
                 print(self.line(signum), file=sys.stderr, flush=True)
             return self.end_interrupted(signum)
+        except BrokenPipeError:
+            # The reader of the output went away (`mstar resume RUN | head`): no crash, an
+            # interruption like Ctrl-C -- the run is marked stopped and `mstar resume` goes on.
+            discard_stdout()
+            with self._lock:
+                if self.store is not None and not self._ended:
+                    self._ended = True
+                    try:
+                        _mark_interrupted(self.store, "the reader of its output closed the pipe")
+                    except (OSError, ValueError):
+                        pass
+                    self.store.sweep_temp(os.getpid())
+            return PIPE_CLOSED
         except OSError as exc:
             if disk_problem(exc) is None or self.store is None:
                 raise
             self.store.sweep_temp(os.getpid())
             print(disk_line(exc, self.store.root, resumable=True), file=sys.stderr, flush=True)
             return 1
+
+
+PIPE_CLOSED = 141   # 128 + SIGPIPE: what a shell reports for a program a closed pipe stopped
+
+
+def discard_stdout() -> None:
+    """Whatever is still to be printed goes nowhere, so no later write (nor the interpreter's
+    final flush) fails on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _mark_interrupted(store: RunStore, what: str) -> None:
