@@ -82,10 +82,22 @@ def test_the_end_of_a_run_fits_100_columns_and_keeps_its_verdict_and_commands():
     assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
     text = " ".join(words(lines))
     assert "+0.426 [+0.376, +0.476] (95% paired, 357 questions) -- the gain holds" in text
-    nexts = [line for line in lines if f" {root}" in line and "mstar " in line]
-    commands = {line.split("mstar ", 1)[1].split()[0] for line in nexts}
+    commands = {line.split("mstar ", 1)[1].split()[0] for line in lines if "mstar " in line}
     assert {"ui", "serve", "export", "lineage", "report"} <= commands
-    assert f"mstar export {root} --out best.py" in text and f"mstar serve {root}" in text
+    assert f"mstar export {root} --out best.py" in text and f"mstar serve {root}/best_program.py --store" in text
+    assert "next mstar ui (live" in text   # the runs folder is the default one: no --runs-dir needed
+
+
+def test_every_next_command_parses_as_written(tmp_path):
+    """The `next` lines are meant to be copied: each must be a command line `mstar` accepts."""
+    from mstar.cli import build_parser
+    from mstar.run.console import next_commands
+    for root in ("runs/sample-s0-1", str(tmp_path / "elsewhere" / "r")):
+        for command, _ in next_commands(root):
+            args = build_parser().parse_args(command.split()[1:])
+            assert args.command == command.split()[1]
+        assert next_commands(root)[0][0] == ("mstar ui" if root.startswith("runs/") else
+                                             f"mstar ui --runs-dir {tmp_path / 'elsewhere'}")
 
 
 def test_a_stopped_run_says_how_to_go_on_and_test_lines_fit_narrow_terminals():

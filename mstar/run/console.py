@@ -130,17 +130,22 @@ def held_out_lines(summary, width: int | None = None) -> list[str]:
                  f"(95% paired, {gain['n']} questions)", f"-- {verdict}"], width, sep=" ")
 
 
-NEXT = (("ui", "", "watch it and browse it in the browser"),
-        ("lineage", "", "the tree of programs, in the terminal"),
-        ("report", "", "one HTML page of the run"),
-        ("export", " --out best.py", "the winner as a plain Python file"),
-        ("serve", "", "the winner as a memory server for your agent"))
+def next_commands(root) -> list[tuple[str, str]]:
+    """(command, what it gives) for a finished run in `root`, each runnable as written."""
+    from pathlib import Path
+    folder = Path(str(root)).parent
+    ui = "mstar ui" if folder == Path("runs") else f"mstar ui --runs-dir {folder}"
+    return [(ui, "live, in the browser: open the address it prints"),
+            (f"mstar lineage {root}", "the tree of programs, in the terminal"),
+            (f"mstar report {root}", "one HTML page of the run"),
+            (f"mstar export {root} --out best.py", "the winner as a plain Python file"),
+            (f"mstar serve {root}/best_program.py --store memory", "the winner as an MCP memory server")]
 
 
 def next_lines(root, width: int | None = None) -> list[str]:
     """What to do with a finished run, one command a line (each can be copied whole)."""
     width = width or console_width()
-    commands = [(f"mstar {name} {root}{extra}", why) for name, extra, why in NEXT]
+    commands = next_commands(root)
     w = max(len(c) for c, _ in commands)
     lines = []
     for i, (command, why) in enumerate(commands):
