@@ -55,7 +55,7 @@ def register(sub) -> None:
                         "MiniLM when this resolves to it, else lexical hashing")
     p.add_argument("--embed-cache", default=None, metavar="DIR",
                    help="embedding cache folder (default .mstar-cache/embeddings; '' = no cache)")
-    g = p.add_argument_group("GEPA rows (pip install 'mstar[gepa]')")
+    g = p.add_argument_group("GEPA rows (pip install 'mstar-evolve[gepa]', or -e \".[gepa]\" in a checkout)")
     g.add_argument("--gepa-budget", type=int, default=DEFAULT_BUDGET, metavar="N",
                    help="metric calls per GEPA run (one call = one query scored)")
     g.add_argument("--gepa-minibatch", type=int, default=DEFAULT_MINIBATCH, metavar="N",

@@ -102,7 +102,7 @@ def offline_note(backends: dict[str, str], width: int | None = None) -> list[str
     if "task" in offline:
         text = ("the task agent is the offline backend, a deterministic stand-in for an LLM: its scores "
                 "measure how well a memory program retrieves the right text, not how well a model reasons "
-                "with it. They show that the loop works; give --model (docs/backends.md) for real results.")
+                "with it. They show that the loop works; give --model (and --base-url) for real results.")
     else:
         text = (f"the {', '.join(offline)} role{'s' if len(offline) > 1 else ''} run{'' if len(offline) > 1 else 's'} "
                 "on the offline backend, a deterministic stand-in for an LLM.")
