@@ -98,3 +98,33 @@ def test_baselines_refuses_a_run_without_a_champion(tmp_path, tmp_path_factory, 
     (run / "summary.json").unlink()
     assert main(["baselines", "--run", str(run), "--quiet"]) == 2
     assert "has no champion yet" in capsys.readouterr().err
+
+
+class _Flying:
+    """Router stand-in for the live display: one call in flight, no throttling."""
+    def in_flight(self):
+        return {"task": 1}
+
+    def throttling(self):
+        return []
+
+
+def test_the_live_display_thread_stops_quietly_at_a_closed_pipe(monkeypatch):
+    import os
+    import threading
+
+    from mstar.run.eval_progress import LiveProgress
+    escaped = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_type))
+    read_end, write_end = os.pipe()
+    os.close(read_end)                                   # the reader went away
+    with os.fdopen(write_end, "w") as out:
+        live = LiveProgress(_Flying(), out=out, err=out, tty=False, interval=0, tick=0.01)
+        live.begin("seed_vector_search")
+        live.start()
+        live._thread.join(timeout=60)                    # it ends by itself, at its first line
+        assert not live._thread.is_alive() and escaped == []
+        try:
+            out.close()
+        except BrokenPipeError:
+            pass

@@ -162,7 +162,12 @@ class LiveProgress:
 
     def _run(self) -> None:
         while not self._stop.wait(self.tick):
-            self.show()
+            try:
+                self.show()
+            except BrokenPipeError:
+                # The reader went away (`| head`): the main thread meets the closed pipe at its
+                # next line and ends the run as interrupted (mstar/commands/exits.py).
+                return
 
     def show(self, now: float | None = None) -> None:
         now = self.clock() if now is None else now
