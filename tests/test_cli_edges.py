@@ -79,7 +79,7 @@ def test_memory_info_on_a_folder_that_is_no_store_says_so(tmp_path, capsys):
     assert "is not a memory store (it has no store.json)" in err and "give the program" not in err
     assert "mstar serve PROGRAM --store DIR" in err
     assert main(["memory", "info", str(tmp_path / "nowhere")]) == 2
-    assert "nowhere does not exist" in capsys.readouterr().err
+    assert "nowhere is not a memory store (no such folder)" in capsys.readouterr().err
     assert main(["memory", "migrate", str(tmp_path / "notes"), "--program", "vector_search"]) == 2
     assert "is not a memory store" in capsys.readouterr().err
 

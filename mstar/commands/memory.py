@@ -34,8 +34,8 @@ def not_a_store(path: str) -> str | None:
     root = Path(path)
     if (root / "store.json").is_file():
         return None
-    what = "does not exist" if not root.exists() else "is not a memory store (it has no store.json)"
-    return f"{root} {what}; a memory store is the folder that `mstar serve PROGRAM --store DIR` writes"
+    why = "no such folder" if not root.exists() else "it has no store.json"
+    return f"{root} is not a memory store ({why}); a store is the folder `mstar serve PROGRAM --store DIR` writes"
 
 
 def cmd_info(args) -> int:
