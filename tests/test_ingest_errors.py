@@ -80,7 +80,7 @@ def test_the_console_shows_episodes_not_ingested():
     from mstar.run.progress import ProgressPrinter
     import io
     out = io.StringIO()
-    printer = ProgressPrinter(total=3, out=out)
+    printer = ProgressPrinter(total=3, out=out, legend=False)
     printer(events.SeedEvent(program_id="seed_x", static_score=0.5, case_errors=1, ingest_errors=2))
     assert "[1 case error] [2 episodes not ingested]" in out.getvalue()
 

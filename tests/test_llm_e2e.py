@@ -6,6 +6,7 @@ import sys
 
 from mstar.cli import main
 from mstar.testing.fake_server import FAULT_KINDS, FakeOpenAIServer, Faults, offline_responder
+from latency import hang_timeout
 
 ROLES = ("task", "reflector", "toolkit", "judge")
 SMALL = ["--task", "sample", "--seeds", "vector_search", "--static-size", "4", "--quiet"]
@@ -32,13 +33,15 @@ def usage(run):
 
 def test_run_with_20_percent_faults_completes_and_its_ledger_accounts_for_everything(tmp_path):
     # 20% of requests fail, drawn from every kind but hangs; hangs (each costs a whole timeout) are
-    # scripted: the first request and the 40th. A hang outlasts the 1.5 s timeout; a normal reply
-    # takes milliseconds, so every timeout is a hang.
+    # scripted: the first request and the 40th. The timeout is far above the slowest normal reply
+    # measured on this machine now (a busy one too: tests/latency.py) and a hang outlasts it, so
+    # every timeout is a hang.
+    timeout_s, hang_s = hang_timeout(floor=5.0)
     kinds = tuple(k for k in FAULT_KINDS if k != "hang")
     script = ["hang"] + [None] * 38 + ["hang"]
-    faults = Faults(rate=0.2, kinds=kinds, script=script, seed=5, retry_after_s=0.05, hang_s=2.0)
+    faults = Faults(rate=0.2, kinds=kinds, script=script, seed=5, retry_after_s=0.05, hang_s=hang_s)
     with FakeOpenAIServer(offline_responder(), faults=faults) as srv:
-        cfg = config(tmp_path, srv.base_url, tmp_path / "cache", timeout_s=1.5)
+        cfg = config(tmp_path, srv.base_url, tmp_path / "cache", timeout_s=timeout_s)
         run = tmp_path / "faulty"
         assert main(["evolve", *TWO_SEEDS, "--iterations", "2", "--out", str(run), "--config", cfg]) == 0
         stats = srv.stats()

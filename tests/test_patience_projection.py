@@ -37,7 +37,8 @@ def test_the_projection_follows_the_seeds_then_the_iterations_and_the_stalled_co
     shape = Shape(iterations=4, n_seeds=1, train_episodes=2, static_size=2, rotating_size=1, rotating_fresh=True,
                   test_episodes=3, test_queries=4, confirm_share=0.1, reflector_prompt_tokens=1000)
     out = io.StringIO()
-    printer = ProgressPrinter(total=4, out=out, projection=Projection(router, shape), patience=3)
+    printer = ProgressPrinter(total=4, out=out, projection=Projection(router, shape), patience=3,
+                              width=200, legend=False)
     printer(ev_types.from_dict({"event": "seed", "program_id": "seed_a", "static_score": 0.5,
                                 "llm": {"calls": 6, "prompt_tokens": 400, "completion_tokens": 0}}))
     # One iteration before any ran: the child (2 x 100 + 2 x 100 tokens, 6 calls), the parent on

@@ -24,7 +24,7 @@ def _iteration(it, seconds, *, status="ok", calls=100, tokens=(9000, 1000), cost
 
 def test_iteration_lines_show_outcome_best_spend_and_eta():
     out = io.StringIO()
-    p = typed(ProgressPrinter(total=5, out=out))
+    p = typed(ProgressPrinter(total=5, out=out, width=200, legend=False))
     p({"event": "seed", "program_id": "seed_a", "static_score": 0.5, "error": None,
        "llm": {"calls": 1000, "prompt_tokens": 1_500_000, "completion_tokens": 0}})
     p(_iteration(1, 2.0))
@@ -41,7 +41,7 @@ def test_iteration_lines_show_outcome_best_spend_and_eta():
 
 def test_priced_calls_show_dollars_and_a_resumed_run_counts_earlier_spend():
     out = io.StringIO()
-    p = typed(ProgressPrinter(total=10, out=out, first_iteration=4, spend={"calls": 50, "tokens": 2000, "cost_usd": 0.5}))
+    p = typed(ProgressPrinter(total=10, out=out, width=200, first_iteration=4, spend={"calls": 50, "tokens": 2000, "cost_usd": 0.5}))
     p(_iteration(4, 60.0, cost=0.25))
     line = out.getvalue().splitlines()[0]
     assert "iter   4/10" in line and "spend 150 calls 12.0k tok $0.75" in line and "eta 6m00s" in line

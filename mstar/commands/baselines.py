@@ -22,7 +22,11 @@ def register(sub) -> None:
     from mstar.gepa import DEFAULT_BUDGET, DEFAULT_MINIBATCH
 
     p = sub.add_parser("baselines", help="compare memory programs on a task's test split (paper Table 1)")
-    p.add_argument("--task", default="sample", help="task name (built in: sample) or a .json task file")
+    p.add_argument("--run", default=None, metavar="RUN",
+                   help="a finished run (folder, or name under runs/): its champion gets a row beside the others, "
+                        "and its task (with its data and options) is the default task")
+    p.add_argument("--task", default=None, help="task name (built in: sample) or a .json task file (default: "
+                                                "the --run's task, else sample)")
     p.add_argument("--data", default=None, help="data file or folder for the task, when it needs one")
     add_task_options(p)
     p.add_argument("--theme", default=None,
@@ -51,7 +55,7 @@ def register(sub) -> None:
                         "MiniLM when this resolves to it, else lexical hashing")
     p.add_argument("--embed-cache", default=None, metavar="DIR",
                    help="embedding cache folder (default .mstar-cache/embeddings; '' = no cache)")
-    g = p.add_argument_group("GEPA rows (pip install 'mstar-evolve[gepa]')")
+    g = p.add_argument_group("GEPA rows (pip install 'mstar-evolve[gepa]', or -e \".[gepa]\" in a checkout)")
     g.add_argument("--gepa-budget", type=int, default=DEFAULT_BUDGET, metavar="N",
                    help="metric calls per GEPA run (one call = one query scored)")
     g.add_argument("--gepa-minibatch", type=int, default=DEFAULT_MINIBATCH, metavar="N",
@@ -75,6 +79,32 @@ def parse_programs(text: str | None) -> list[str]:
     if not names:
         raise ValueError("--programs is empty")
     return names
+
+
+def run_champion(ref: str) -> tuple[str, dict]:
+    """The champion of a finished run as a program path (programs/<id>.py: its row is labelled
+    with its id), and the run's task as baselines' options. ValueError when it has none."""
+    import json
+
+    from mstar.run.store import RunFormatError, find_run
+    try:
+        root = find_run(ref)
+    except RunFormatError as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
+        config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        summary, config = {}, {}
+    best = summary.get("best_id")
+    if not best or not (root / "programs" / f"{best}.py").is_file():
+        raise ValueError(f"run {root} has no champion yet (not finished): `mstar resume {root}` ends it, "
+                         "or give its programs with --programs")
+    options = config.get("task_options") or {}
+    run_task = {"task": config.get("task"), "data": config.get("data"), "theme": config.get("theme"),
+                "metric": config.get("metric"), "size": options.get("size"),
+                "sample_seed": options.get("sample_seed"), "task_split": options.get("split")}
+    return str(root / "programs" / f"{best}.py"), {k: v for k, v in run_task.items() if v is not None}
 
 
 def _check_numbers(args) -> str | None:
@@ -105,6 +135,13 @@ def cmd_baselines(args) -> int:
         return 2
     try:
         programs = parse_programs(args.programs)
+        if args.run:
+            champion, run_task = run_champion(args.run)
+            programs.append(champion)
+            for key, value in run_task.items():   # the run's task unless another is named
+                if args.task is None and (key == "task" or getattr(args, key, None) is None):
+                    setattr(args, key, value)
+        args.task = args.task or "sample"
         for p in programs:
             if p not in OPTIMISED:
                 load_program_source(p)

@@ -61,10 +61,25 @@ def register(sub) -> None:
     add_llm_args(im)
 
 
+def not_a_store(path: str) -> str | None:
+    """Why `path` is no store to read, in one line (open_store's own line is written for `mstar
+    serve`, where the cure is to give a program); None when it is one."""
+    from pathlib import Path
+    root = Path(path)
+    if (root / "store.json").is_file():
+        return None
+    why = "no such folder" if not root.exists() else "it has no store.json"
+    return f"{root} is not a memory store ({why}); a store is the folder `mstar serve PROGRAM --store DIR` writes"
+
+
 def cmd_info(args) -> int:
     from mstar.memory.log import LogError, read_log
     from mstar.memory.store import StoreError, open_store
 
+    problem = not_a_store(args.store)
+    if problem:
+        print(f"mstar: {problem}", file=sys.stderr)
+        return 2
     try:
         folder = open_store(args.store, None, create=False)
         counts = {}
@@ -98,6 +113,10 @@ def cmd_migrate(args) -> int:
 
     if args.workers < 1:
         print(f"mstar: --workers {args.workers}: give 1 or more", file=sys.stderr)
+        return 2
+    problem = not_a_store(args.store)
+    if problem:
+        print(f"mstar: {problem}", file=sys.stderr)
         return 2
     try:
         router = LLMRouter.from_config(resolve_llm(args), on_warning=lambda w: _say(f"mstar: warning: {w}"))

@@ -65,7 +65,7 @@ def cmd_ui(args) -> int:
 def _stop_on_signals() -> None:
     """Ctrl-C and SIGTERM stop the server cleanly, also when the process was started with SIGINT
     ignored (a background job of a script: Python then leaves Ctrl-C ignored), as `mstar evolve`'s
-    handlers do (mstar/commands/exits.py)."""
+    handlers do (mstar/library/exits.py)."""
     if threading.current_thread() is not threading.main_thread():
         return   # called in-process from another thread: the caller owns the signals
 

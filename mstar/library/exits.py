@@ -1,7 +1,7 @@
-"""How a run ends when it cannot go on: Ctrl-C, SIGTERM, a disk that is full or read-only. One
-line says what happened and which command continues the run; temp files of atomic writes are
-removed. On the command line (`mstar evolve`, `mstar resume`) that is all, with an exit code; in
-Python (`mstar.evolve`, `mstar.resume`, a script or a notebook) the same line is printed, the run
+"""How a run ends when it cannot go on: Ctrl-C, SIGTERM, a disk that is full or read-only, an
+output pipe whose reader went away (`| head`). One line says what happened and which command
+continues the run; temp files of atomic writes are removed. On the command line (`mstar evolve`,
+`mstar resume`) that is all, with an exit code; in Python (`mstar.evolve`, `mstar.resume`, a script or a notebook) the same line is printed, the run
 is marked stopped, and the exception goes on to the caller: `RunInterrupted` (a
 KeyboardInterrupt, with `.path`, the folder to resume) or the disk's OSError.
 
@@ -141,6 +141,21 @@ class RunGuard:
                 return code
             where = self.store.root if self.store is not None else None
             raise RunInterrupted(self.line(signum).removeprefix("mstar: "), where) from None
+        except BrokenPipeError:
+            if not self.cli:      # in Python the caller's own output: its error, not ours to hide
+                raise
+            # The reader of the output went away (`mstar resume RUN | head`): no crash, an
+            # interruption like Ctrl-C -- the run is marked stopped and `mstar resume` goes on.
+            discard_stdout()
+            with self._lock:
+                if self.store is not None and not self._ended:
+                    self._ended = True
+                    try:
+                        _mark_interrupted(self.store, "the reader of its output closed the pipe")
+                    except (OSError, ValueError):
+                        pass
+                    self.store.sweep_temp(os.getpid())
+            return PIPE_CLOSED
         except OSError as exc:
             if disk_problem(exc) is None or self.store is None:
                 raise
@@ -149,6 +164,19 @@ class RunGuard:
             if not self.cli:
                 raise
             return 1
+
+
+PIPE_CLOSED = 141   # 128 + SIGPIPE: what a shell reports for a program a closed pipe stopped
+
+
+def discard_stdout() -> None:
+    """Whatever is still to be printed goes nowhere, so no later write (nor the interpreter's
+    final flush) fails on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _mark_interrupted(store: RunStore, what: str) -> None:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from mstar.run.console import console_width, fit
 from mstar.run.progress import format_duration
 from sandbox.engine.terminal import terminal_safe
 
@@ -162,7 +163,12 @@ class LiveProgress:
 
     def _run(self) -> None:
         while not self._stop.wait(self.tick):
-            self.show()
+            try:
+                self.show()
+            except BrokenPipeError:
+                # The reader went away (`| head`): the main thread meets the closed pipe at its
+                # next line and ends the run as interrupted (mstar/library/exits.py).
+                return
 
     def show(self, now: float | None = None) -> None:
         now = self.clock() if now is None else now
@@ -170,13 +176,15 @@ class LiveProgress:
             if self.tty:
                 text = self.bar(now)
                 if text is not None:
-                    self.out.write("\r\033[K" + terminal_safe(text, newlines=False)[:200])
+                    # One screen line: a bar that wraps cannot be taken back by "\r\033[K".
+                    self.out.write("\r\033[K" + terminal_safe(text, newlines=False)[:console_width() - 1])
                     self.out.flush()
                     self._drawn = True
             elif now - self._last_line >= self.interval:
                 text = self.status(now)
                 if text is not None:
-                    print(terminal_safe(f"wait  {text}", newlines=False), file=self.out, flush=True)
+                    for line in fit(terminal_safe(f"wait  {text}", newlines=False), indent=6):
+                        print(line, file=self.out, flush=True)
                     self._last_line = now
 
     def _clear(self) -> None:

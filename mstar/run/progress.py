@@ -4,7 +4,9 @@ beaten it ("stalled", strategies/stopping.py), the spend so far with the whole r
 spend (mstar/run/projection.py), and an ETA.
 
 The printer is fed the loop's lineage events (the same records that go to lineage.jsonl), so
-it needs no hook of its own and shows exactly what was recorded.
+it needs no hook of its own and shows exactly what was recorded. Lines are laid out to the
+terminal's width by mstar/run/console.py (continuation lines, never cut words); a fresh run
+starts with the legend of the terms the lines use.
 """
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import sys
 from typing import TextIO
 
 from mstar.run import events as ev_types
-from mstar.strategies.stopping import Stalled
+from mstar.run.console import console_width, fit, legend_lines, pack
+from mstar.strategies.stopping import Stalled, is_gain
 from sandbox.engine.terminal import terminal_safe
 
 
@@ -47,12 +50,17 @@ class ProgressPrinter:
     `spend` carries the earlier totals ({"calls", "tokens", "cost_usd"}). `ids`: the program ids
     known up front (the seeds'), so the columns fit the longest of them. `projection`
     (mstar.run.projection.Projection) adds the whole run's projected spend; `patience` the limit
-    beside the stalled count."""
+    beside the stalled count. `width`: the columns a line may take (default: the terminal's,
+    100 for a pipe); `legend`: print the terms first (default: on a fresh run, not a resumed one)."""
 
     def __init__(self, total: int, quiet: bool = False, out: TextIO | None = None,
                  first_iteration: int = 1, spend: dict | None = None, ids: list[str] | None = None,
-                 projection=None, patience: int | None = None):
+                 projection=None, patience: int | None = None, width: int | None = None,
+                 legend: bool | None = None):
         self.total, self.quiet, self.out = total, quiet, out or sys.stdout
+        self.width = width or console_width()
+        self.legend = first_iteration == 1 if legend is None else legend
+        self.best: float | None = None   # the best static score seen, to tell a static jump from a gain
         longest = max((len(i) for i in ids or ()), default=0)
         self.id_w, self.parent_w = max(28, longest), max(22, longest)
         self.before_line = None
@@ -106,16 +114,20 @@ class ProgressPrinter:
             self.stalled.observe(ev)
             if ev.seconds is not None:
                 self.iteration_seconds.append(float(ev.seconds))
+        jump = self._static_jump(ev)
         if self.quiet:
             return
+        if self.legend:
+            self.legend = False
+            self._say(legend_lines(self.width))
         if isinstance(ev, ev_types.SeedEvent):
-            err = f"  [failed: {ev.error.get('message', '')}]" if ev.error else ""
+            err = f"[failed: {ev.error.get('message', '')}]" if ev.error else ""
             errors = _errors(ev.case_errors, ev.ingest_errors)
-            self._say(f"seed  {ev.program_id:<{self.id_w}} static {ev.static_score:.3f}{errors}  "
-                      f"spend {self.spend_text()}{err}")
+            self._say(pack(_safe(f"seed  {ev.program_id:<{self.id_w}} static {ev.static_score:.3f}{errors}",
+                                 f"spend {self.spend_text()}", err), self.width, indent=6))
             if self.projection is not None and self.projection.ready and not self._planned:
                 self._planned = True
-                self._say(self.projection.plan_line())
+                self._say(fit(self.projection.plan_line(), self.width))
         elif isinstance(ev, ev_types.IterationEvent):
             it = ev.iteration
             if ev.added_child:
@@ -124,25 +136,66 @@ class ProgressPrinter:
                            f"{mark}{_errors(ev.case_errors, ev.ingest_errors)}")
             else:
                 last = ev.attempts[-1] if ev.attempts else {}
-                outcome = f"{ev.status}: {' '.join(str(last.get('error', '')).split())}"[:58]
+                outcome = _shorten(f"{ev.status}: {' '.join(str(last.get('error', '')).split())}", 160)
             eta = self.eta_seconds(it)
-            self._say(f"iter {it:>3}/{self.total}  parent {ev.parent_id:<{self.parent_w}} {outcome:<58} "
-                      f"best {ev.best_static_score:.3f}{self.stalled_text()}  spend {self.spend_text()}"
-                      f"{self.projected_text()}  eta {format_duration(eta) if eta is not None else '?'}")
-            self._say(f"          {ev.title[:100]}")
+            best = f"best {ev.best_static_score:.3f}" + (" (static jump, not a paired gain)" if jump else "")
+            head = f"iter {it:>3}/{self.total}  parent {ev.parent_id:<{self.parent_w}} {outcome}"
+            rest = _safe(best + self.stalled_text(), f"spend {self.spend_text()}{self.projected_text()}",
+                         f"eta {format_duration(eta) if eta is not None else '?'}")
+            one = pack(_safe(f"{head:<{len(head) - len(outcome) + 58}}") + rest, self.width, indent=TITLE_INDENT)
+            if len(one) > 1:   # too narrow for one line: "best" always starts the second, under the title
+                one = fit(_safe(head)[0], self.width, indent=TITLE_INDENT) + \
+                    pack([" " * TITLE_INDENT + rest[0], *rest[1:]], self.width, indent=TITLE_INDENT)
+            self._say(one)
+            self._say(fit(_safe(" " * TITLE_INDENT + ev.title[:200])[0], self.width, indent=TITLE_INDENT))
         elif isinstance(ev, ev_types.ConfirmationEvent) and ev.scores:
-            self._say(confirmation_line(ev))
+            self._say(fit(_safe(confirmation_line(ev))[0], self.width, indent=6))
         elif isinstance(ev, ev_types.TestEvent):
             score = f"{ev.test_score:.3f}" if ev.test_score is not None else "-"
-            self._say(f"test  {ev.program_id:<{self.id_w}} score {score}{_errors(ev.case_errors)}  spend {self.spend_text()}")
+            self._say(pack(_safe(f"test  {ev.program_id:<{self.id_w}} score {score}{_errors(ev.case_errors)}",
+                                 f"spend {self.spend_text()}"), self.width, indent=6))
         elif isinstance(ev, ev_types.StoppedEvent):
-            self._say(f"stop  after iteration {ev.iteration}: {ev.reason}  spend {self.spend_text()}")
+            self._say(fit(_safe(f"stop  after iteration {ev.iteration}: {ev.reason}  spend {self.spend_text()}")[0],
+                          self.width, indent=6))
 
-    def _say(self, text: str) -> None:
+    def _static_jump(self, ev) -> bool:
+        """A new best static score that the paired evidence does not call a gain of the run (the
+        stalled count goes on): said beside the best, so the two do not contradict each other."""
+        score = None
+        if isinstance(ev, ev_types.SeedEvent):
+            score = ev.static_score
+        elif isinstance(ev, ev_types.IterationEvent):
+            score = ev.best_static_score
+        if score is None:
+            return False
+        jump = (isinstance(ev, ev_types.IterationEvent) and ev.added_child and self.best is not None
+                and score > self.best + 1e-9 and not is_gain(ev))
+        self.best = score if self.best is None else max(self.best, score)
+        return jump
+
+    def _say(self, lines: list[str]) -> None:
         if self.before_line is not None:  # e.g. the live display takes its bar off the screen
             self.before_line()
-        # Titles and error messages were written by the reflector or a program: escapes made visible.
-        print(terminal_safe(text, newlines=False), file=self.out, flush=True)
+        for line in lines:
+            print(line.rstrip(), file=self.out, flush=True)
+
+
+TITLE_INDENT = 10   # the title under an iteration line, and that line's continuation
+
+
+def _safe(*segments: str) -> list[str]:
+    """Titles, ids and error messages were written by the reflector or a program: their escapes
+    are made visible before the line is laid out, so the width counts what is shown."""
+    return [terminal_safe(s, newlines=False) for s in segments]
+
+
+def _shorten(text: str, limit: int) -> str:
+    """A failure message cut at a word, marked as cut (`mstar lineage RUN` shows it whole)."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    at_word = cut.rsplit(" ", 1)[0]
+    return (at_word if len(at_word) > limit // 2 else cut) + " ... (mstar lineage has it all)"
 
 
 STOPS = {"decided": "decided", "tied": "tied: no verdict in reach", "budget": "its budget share spent",

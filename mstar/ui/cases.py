@@ -7,7 +7,8 @@ parent" compares a question's score with the parent's on the same question of th
 
 Attribution (where an answer was lost: never stored, not retrieved, not used; the memory X-ray,
 mstar/evaluation/attribution.py) is passed through whole from the case record's `attribution`
-field, and the case page shows it in its own marked place; tasks without evidence have none.
+field, and the case page shows it in its own marked place; the list gives each case's stage (to
+show and filter by); tasks without evidence have none.
 """
 from __future__ import annotations
 
@@ -56,6 +57,14 @@ def _parent_scores(view: RunView, parent: str | None, split: str) -> dict[str, f
     return {c.get("query_id"): c.get("score") for c in data.get("cases") or [] if _scored(c)}
 
 
+def _stage(case: dict) -> str | None:
+    """The X-ray stage where the case's answer was lost (not_stored, not_retrieved, not_used,
+    right, unattributed), or None when the task gives no evidence to attribute with."""
+    a = case.get("attribution")
+    label = a.get("label") if isinstance(a, dict) else None
+    return str(label) if label else None
+
+
 def case_list(folders: RunFolders, name: str, ref: str, split: str) -> dict:
     view = view_of(folders, name)
     pid, parent = _program(view, ref)
@@ -70,11 +79,12 @@ def case_list(folders: RunFolders, name: str, ref: str, split: str) -> dict:
                      "question": cut(c.get("question")), "answer": cut(c.get("answer"), 200),
                      "expected": cut(c.get("expected"), 200), "error": cut(c.get("error"), 200),
                      "llm_error": cut(c.get("llm_error"), 200), "corrupt": bool(c.get("corrupt")),
-                     "has_attribution": "attribution" in c})
+                     "has_attribution": "attribution" in c, "stage": _stage(c)})
     return {"name": name, "program_id": pid, "parent_id": parent, "split": split,
             "parent_has_split": before is not None, "mean_score": data.get("mean_score"),
             "per_category": data.get("per_category") or {}, "error": data.get("error"),
             "categories": sorted({r["category"] for r in rows if r["category"]}), "cases": rows,
+            "stages": sorted({r["stage"] for r in rows if r["stage"]}),
             "splits": [s for s in SPLITS if view.cases(pid, s) is not None]}
 
 

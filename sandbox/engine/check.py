@@ -79,7 +79,7 @@ def render_text(report: GateReport, llm_name: str) -> str:
 
 def main(argv: list[str] | None = None, *, llm: LLMFn | None = None, llm_name: str = "",
          prog: str = "python -m sandbox") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("program", type=Path, help="the memory program (.py) to check")
     parser.add_argument("--json", action="store_true", help="print the gate report as JSON")
     parser.add_argument("--allow-import", action="append", default=[], metavar="M",

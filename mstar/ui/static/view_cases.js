@@ -1,17 +1,22 @@
 /* mstar ui -- an evaluation's questions (filters: failed, category, changed against the parent,
  * text), and one question's whole trajectory: the knowledge items the evaluation wrote, the
  * query, what read() returned, the answer, the score, the conversation, the parent's answer.
- * Filters live in the address (…/cases/<id>/<split>?failed=1&category=x&changed=1&q=text).
+ * Each case shows its memory X-ray stage (where the answer was lost), filterable too.
+ * Filters live in the address (…/cases/<id>/<split>?failed=1&category=x&changed=1&stage=s&q=text).
  */
 (function () {
 "use strict";
 const M = window.MSTAR;
 const h = M.h;
+// The memory X-ray's stages (mstar/evaluation/attribution.py), in the words the case page uses.
+const STAGES = {not_stored: "never stored", not_retrieved: "stored, not retrieved",
+  not_used: "retrieved, not used", right: "right", unattributed: "unattributed"};
+const STAGE_CLASS = {not_stored: "lost", not_retrieved: "lost", not_used: "lost", right: "right"};
 
 function filtered(rows, f) {
   const q = (f.q || "").toLowerCase();
   return rows.filter((r) => (!f.failed || r.score === null || r.score < 1) &&
-    (!f.category || r.category === f.category) && (!f.changed || r.changed) &&
+    (!f.category || r.category === f.category) && (!f.changed || r.changed) && (!f.stage || r.stage === f.stage) &&
     (!q || [r.question, r.answer, r.expected, r.query_id].some((t) => String(t || "").toLowerCase().includes(q))));
 }
 
@@ -27,7 +32,7 @@ M.views.cases = {
     M.crumbs([["runs", M.link.runs()], [run, M.link.run(run)], [id, M.link.program(run, id)], ["cases " + split]]);
     const d = await M.api(M.apiPath.cases(run, id, split));
     const f = {failed: query.get("failed") === "1", changed: query.get("changed") === "1",
-      category: query.get("category") || "", q: query.get("q") || ""};
+      category: query.get("category") || "", stage: query.get("stage") || "", q: query.get("q") || ""};
     const body = h("tbody");
     const count = h("span", {class: "muted"});
     const paint = () => {
@@ -39,11 +44,13 @@ M.views.cases = {
         h("td", {class: "num"}, d.parent_has_split ? [M.score(r.parent_score), r.changed ? " •" : ""] : ""),
         h("td", null, r.question), h("td", null, r.answer), h("td", null, r.expected),
         h("td", null, r.error ? h("span", {class: "error", title: r.error}, "error") : null,
-          r.has_attribution ? h("span", {class: "badge"}, "attribution") : null))));
+          r.stage ? h("span", {class: "stage " + (STAGE_CLASS[r.stage] || ""), title: "memory X-ray: where the " +
+            "answer was lost"}, STAGES[r.stage] || r.stage) : null))));
       const q = new URLSearchParams();
       if (f.failed) q.set("failed", "1");
       if (f.changed) q.set("changed", "1");
       if (f.category) q.set("category", f.category);
+      if (f.stage) q.set("stage", f.stage);
       if (f.q) q.set("q", f.q);
       history.replaceState(null, "", M.link.cases(run, id, split, q.toString()));
     };
@@ -53,6 +60,10 @@ M.views.cases = {
     const cat = h("select", {id: "filter-category", on: {change: (e) => { f.category = e.target.value; paint(); }}},
       h("option", {value: ""}, "every category"),
       d.categories.map((c) => h("option", {value: c, selected: c === f.category || null}, c)));
+    // The X-ray stage, when the task gives evidence (mstar/evaluation/attribution.py).
+    const stage = (d.stages || []).length ? h("select", {id: "filter-stage",
+      on: {change: (e) => { f.stage = e.target.value; paint(); }}}, h("option", {value: ""}, "every X-ray stage"),
+    d.stages.map((st) => h("option", {value: st, selected: st === f.stage || null}, STAGES[st] || st))) : null;
     const search = h("input", {type: "search", placeholder: "search question, answer, id", value: f.q,
       on: {input: (e) => { f.q = e.target.value; paint(); }}});
     M.replace(root,
@@ -64,9 +75,10 @@ M.views.cases = {
       M.section("cases", null,
         h("div", {class: "filters"}, box("failed", "failed (score below 1)"),
           box("changed", d.parent_id ? `changed against ${d.parent_id}` : "changed against the parent",
-            !d.parent_has_split), cat, search, count),
+            !d.parent_has_split), cat, stage, search, count),
         h("table", {class: "grid"}, h("thead", null, h("tr", null, ["question id", "category", "score",
-          d.parent_has_split ? "parent" : "", "question", "answer", "expected", ""].map((t) => h("th", null, t)))),
+          d.parent_has_split ? "parent" : "", "question", "answer", "expected",
+          (d.stages || []).length ? "X-ray stage" : ""].map((t) => h("th", null, t)))),
         body)));
     paint();
   },
@@ -74,8 +86,6 @@ M.views.cases = {
 
 // The memory X-ray of one case (mstar/evaluation/attribution.py): the stage where the answer was
 // lost, then each evidence unit with what became of it. Every string goes in as text.
-const STAGES = {not_stored: "never stored", not_retrieved: "stored, not retrieved",
-  not_used: "retrieved, not used", right: "right", unattributed: "unattributed"};
 
 function attributionBlock(a) {
   if (typeof a !== "object" || a === null) return M.pre(String(a));

@@ -1,6 +1,6 @@
-/* mstar ui -- one run, live: the progress panel, the trajectory, the lineage tree, the ending.
+/* mstar ui -- one run, live: the progress panel, the trajectory, the lineage, the ending.
  *
- * The lineage is rendered as rows in depth-first order (indentation capped, the depth shown
+ * The lineage is drawn as a graph (lineage_graph.js), then its marks defined, then listed as rows in depth-first order (indentation capped, the depth shown
  * beyond it) so a 1,000-iteration run with a long chain stays one screen wide; subtrees fold.
  * On a live change the page refetches and rebuilds the panels, keeping what was folded, and
  * marks the rows it had not seen before. Timings of the last render are kept on
@@ -80,9 +80,10 @@ function lineagePanel(d, view) {
   const failed = d.nodes.filter((n) => n.status === "failed").length;
   const dup = d.nodes.filter((n) => n.status === "duplicate").length;
   return M.section("lineage", "Lineage",
-    h("p", {class: "muted"}, `${ok} children added, ${failed} failed, ${dup} duplicates. GAIN / LOSS: the paired ` +
-      "interval against the parent excludes zero; NO CHANGE: every static answer equal to the parent's. " +
-      "Click a program for its diff."),
+    h("p", {class: "muted"}, `${ok} children added, ${failed} failed, ${dup} duplicates. ` +
+      "Click a program, in the graph or in the tree, for its diff."),
+    h("div", {class: "figure"}, M.lineageGraph(d.nodes, (id) => { location.hash = M.link.program(d.name, id); })),
+    M.marksLegend(),
     h("div", {class: "tree"}, rows));
 }
 
