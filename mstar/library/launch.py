@@ -145,7 +145,7 @@ def _run(cfg, task, store, router, ns, on_event, trackers):
 
     live = live_display(router, ns.quiet)
     lost = attach_store(router, store, live)
-    printing.header(store, task, router, cfg)
+    printing.header(store, task, router, cfg, quiet=ns.quiet)
     progress = ProgressPrinter(cfg.evolution.iterations, ns.quiet, ids=seed_ids(cfg),
                                patience=cfg.evolution.patience)
     evo = Evolution(cfg, task, router, store, progress=progress)
@@ -156,7 +156,7 @@ def _run(cfg, task, store, router, ns, on_event, trackers):
     for tracker in trackers:
         tracker.start(cfg, store)
     evo.progress = both(progress, *listeners(on_event, trackers))
-    printing.split_line(evo)
+    printing.split_line(evo, task)
     summary = None
     try:
         summary = evo.run()
@@ -238,8 +238,9 @@ def _resume(store, task_obj, *, cli, quiet, max_usd, max_tokens, iterations, no_
     router.ledger.budget.prime(iteration_costs(state.events))
     live = live_display(router, quiet)
     lost = attach_store(router, store, live)
-    print(f"run     {store.root} (resuming: {len(state.seeds_done)}/{len(cfg.seeds)} seeds and "
-          f"{len(state.done)}/{cfg.evolution.iterations} iterations were done)")
+    for line in printing.fit(f"run     {store.root} (resuming: {len(state.seeds_done)}/{len(cfg.seeds)} seeds "
+                             f"and {len(state.done)}/{cfg.evolution.iterations} iterations were done)"):
+        print(line)
     progress = ProgressPrinter(cfg.evolution.iterations, quiet, first_iteration=state.next_iteration,
                                spend=prior_spend(store), ids=seed_ids(cfg), patience=cfg.evolution.patience)
     for done_event in ev_types.iterations(state.events):   # the stalled count goes on where it was

@@ -10,7 +10,7 @@ wider than the whole line (a long path) is cut, and then into pieces that keep e
 The rest are the lines of the start and end of a run, as pure functions of what they show:
 `legend_lines` (the terms, once per fresh run), `offline_note` (what offline scores are),
 `split_line`, `done_lines`, `held_out_lines`, `next_lines`. mstar/run/progress.py prints the lines
-of the iterations with them; mstar/commands/evolve.py the rest.
+of the iterations with them; mstar/library/printing.py the rest.
 """
 from __future__ import annotations
 
@@ -155,7 +155,15 @@ def next_lines(root, width: int | None = None) -> list[str]:
     return lines
 
 
-def done_lines(summary, root, width: int | None = None) -> list[str]:
+def resume_command(root, flag: str | None = None, *, cli: bool = True) -> str:
+    """How to continue a run: the command line's, or the Python API's (a script, a notebook)."""
+    if cli:
+        return f"mstar resume {root}" + (f" {flag} LARGER" if flag else "")
+    keyword = f", {flag.removeprefix('--').replace('-', '_')}=LARGER" if flag else ""
+    return f"mstar.resume({str(root)!r}{keyword})"
+
+
+def done_lines(summary, root, width: int | None = None, *, cli: bool = True) -> list[str]:
     """Everything printed once a run ends: why it stopped (and how to go on), the best program,
     the test, its files and the next commands."""
     lines: list[str] = []
@@ -163,10 +171,10 @@ def done_lines(summary, root, width: int | None = None) -> list[str]:
         from mstar.llm.budget import budget_flag
         flag = budget_flag(summary.stop_reason)
         if summary.stop_kind == "budget" and flag:
-            command, hint = f"mstar resume {root} {flag} LARGER", f"the run spent its {flag}; give a larger one"
+            command, hint = resume_command(root, flag, cli=cli), f"the run spent its {flag}; give a larger one"
         else:
-            command, hint = f"mstar resume {root}", ("with a larger budget" if summary.stop_kind == "budget"
-                                                     else "once the endpoint works again")
+            command, hint = resume_command(root, cli=cli), ("with a larger budget" if summary.stop_kind == "budget"
+                                                            else "once the endpoint works again")
         lines += labelled("stopped", summary.stop_reason, width)
         lines += pack([f"resume  {command}", f"({hint}); no test evaluation was run, nothing done is lost"],
                       width)
