@@ -143,15 +143,18 @@ def next_commands(root) -> list[tuple[str, str]]:
 
 
 def next_lines(root, width: int | None = None) -> list[str]:
-    """What to do with a finished run, one command a line (each can be copied whole)."""
+    """What to do with a finished run, one command a line (each can be copied whole); the
+    explanations line up when every line fits, else each goes under its command."""
     width = width or console_width()
     commands = next_commands(root)
     w = max(len(c) for c, _ in commands)
+    labels = ["next    "] + [" " * LABEL] * (len(commands) - 1)
+    aligned = [f"{label}{command:<{w}}  ({why})" for label, (command, why) in zip(labels, commands)]
+    if all(len(line) <= width for line in aligned):
+        return aligned
     lines = []
-    for i, (command, why) in enumerate(commands):
-        label = "next    " if i == 0 else " " * LABEL
-        line = f"{label}{command:<{w}}  ({why})"
-        lines += [line] if len(line) <= width else pack([label + command, f"({why})"], width)
+    for label, (command, why) in zip(labels, commands):
+        lines += pack([label + command, f"({why})"], width)
     return lines
 
 
