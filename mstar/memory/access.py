@@ -167,7 +167,11 @@ class AccessGuard:
         if scope.get("type") == "http":
             given = next((v for k, v in scope.get("headers", []) if k.lower() == b"authorization"), b"")
             if self.access.client_for(given.decode("latin-1")) is None:
-                body = b'{"error": "missing or unknown bearer token (this server takes the tokens of its access file)"}'
+                # A JSON-RPC error in the body, as BearerGuard's: the SDK's client shows its message.
+                reason = "unknown bearer token" if given else "no bearer token (send Authorization: Bearer <token>)"
+                body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32001, "message": f"401 Unauthorized: {reason} (this server takes the tokens of its "
+                                           "access file)"}}).encode("utf-8")
                 await send({"type": "http.response.start", "status": 401,
                             "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
                                         (b"content-length", str(len(body)).encode())]})
