@@ -31,7 +31,7 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from mstar import race
+from mstar import race, race_entry
 from mstar.race_budget import RaceBudget
 from mstar.execution import EvalJob
 from mstar.llm import scope as llm_scope
@@ -52,7 +52,8 @@ class Confirmation:
     chain_calls: int = 0                               # dependent calls, batch after batch
     rounds: list[dict] = field(default_factory=list)   # per look: items bought before it, leader, gaps
     stop: str = ""                                     # why buying stopped (see the module docstring)
-    budget: dict = field(default_factory=dict)         # unit, share, allowance, spent, racer_items
+    budget: dict = field(default_factory=dict)         # unit, share, allowance, spent, writes, racer_items
+    entry: dict = field(default_factory=dict)          # program id -> estimate, entered (race_entry.py)
 
     def champion(self, rule: str) -> str:
         return self.static_id if rule == "static" or not self.confirmed_id else self.confirmed_id
@@ -61,7 +62,8 @@ class Confirmation:
     def from_event(cls, ev) -> "Confirmation":
         """The confirmation a run recorded before it was killed (resume does not race again)."""
         return cls(list(ev.bought), dict(ev.scores), ev.confirmed_id or ev.static_id or "", ev.static_id or "",
-                   int((ev.timing or {}).get("chain_calls", 0)), list(ev.rounds), ev.stop, dict(ev.budget))
+                   int((ev.timing or {}).get("chain_calls", 0)), list(ev.rounds), ev.stop, dict(ev.budget),
+                   dict(getattr(ev, "entry", None) or {}))
 
 
 def candidates(entries: list[PoolEntry], top: int, *, ties: bool = False) -> list[PoolEntry]:
@@ -97,27 +99,36 @@ def item_order(validation_size: int, static: list[int], split_seed: int) -> list
 
 
 def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: float | None = None) -> Confirmation:
-    """Race the `top` best programs by static score (evo: loop.Evolution); see the module docstring.
-    `size`: the most items bought; `rounds`: the most batches; `budget`: the share of the run's
-    spend so far the confirmation may use (None: no limit)."""
+    """Race the programs the run's evidence cannot rule out (evo: loop.Evolution; mstar/race_entry.py,
+    the `top` best by optimistic estimate whatever it says); see the module docstring. `size`: the
+    most items bought; `rounds`: the most batches; `budget`: the share of the run's spend so far
+    the confirmation may use (None: no limit). `top` <= 1: no race."""
     entries = list(evo.pool.entries)
     static_best = candidates(entries, 1)[0]
     out = Confirmation([], static_id=static_best.program_id, confirmed_id=static_best.program_id)
-    racing = candidates(entries, top, ties=True)
-    if size <= 0 or len(racing) < 2:
+    if size <= 0 or top <= 1 or len(entries) < 2:
         out.stop = "off" if size <= 0 else "one program"
         return out
-    evidence, sources = _evidence(evo, racing)
-    order = [e.program_id for e in racing]
+    evidence, sources = _evidence(evo, entries)
+    qid = lambda i: evo.task.validation[i].id  # noqa: E731
+    static_ids = {qid(i) for i in evo.split.static}
+    keep = getattr(getattr(getattr(evo, "cfg", None), "evolution", None), "keep_sessions", None)
+    money = RaceBudget.for_race(budget, _events_before(evo), len(evo.split.static),
+                                {e.program_id: evo.static_result(e.program_id) for e in entries}, keep)
+    est = race_entry.estimates(entries, evidence, static_ids)
+    afford = (lambda ids: money.entry_cost(ids, race.MIN_FRESH) <= money.allowance) if money.limited else None
+    order = race_entry.entrants(entries, est, top, afford)
+    out.entry = {p: {**e.to_dict(), "entered": p in order} for p, e in est.items()}
+    racing = [e for e in entries if e.program_id in order]
     by_id = {e.program_id: e for e in racing}
+    out.confirmed_id = order[0]
+    if len(order) < 2:
+        out.stop = "one program"
+        return out
     rounds = max(1, rounds)
     batch_size = max(1, math.ceil(size / rounds))
     z = race.z_for(rounds + 1)
-    money = RaceBudget.for_race(budget, _events_before(evo), len(evo.split.static),
-                                {e.program_id: evo.static_result(e.program_id) for e in racing})
     to_buy = item_order(len(evo.task.validation), evo.split.static, split_seed)
-    qid = lambda i: evo.task.validation[i].id  # noqa: E731
-    static_ids = {qid(i) for i in evo.split.static}
     for look in range(rounds + 1):
         items_left = min(size - len(out.items), len(to_buy))
         leader = race.leader_of(evidence, order, static_ids, out.confirmed_id)
@@ -156,7 +167,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
         for p, res in results.items():
             evidence[p].update(scored(res.cases))
         out.chain_calls += max((r.chain_calls for r in results.values()), default=0)
-        money.buy(need)
+        money.buy(need, results)
         out.items += pick
         sources["bought"].update(qid(i) for i in pick)
         chosen = set(pick)
@@ -168,7 +179,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
 
 
 def _evidence(evo, racing: list[PoolEntry]) -> tuple[dict[str, dict], dict]:
-    """Each racer's scores by query id: its static cases, then its rotating batches."""
+    """Each program's scores by query id: its static cases, then its rotating batches."""
     evidence, rotating = {}, {}
     extra = getattr(evo, "rotating_scores", None)
     for e in racing:
