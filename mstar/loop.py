@@ -78,6 +78,7 @@ class Evolution:
         self.store = store
         self.progress = progress or (lambda event: None)
         self.strategies = strategies or Strategies.from_config(cfg.evolution)
+        getattr(self.strategies.stopping, "bind", lambda evo: None)(self)   # patience reads the evidence
         self.pool = Pool()
         self.failures = FailureMemory()
         self.static_results: dict[str, EvalResult] = {}   # for `rotating reuse`
