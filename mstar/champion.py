@@ -2,8 +2,9 @@
 
 The paper takes the best static score. With 25 static items and 20 children that is the maximum
 of 20 noisy numbers: the program with the largest lead is often the luckiest. So before the test
-the `confirm_top` best programs by static score (and any program tied with the last of them)
-race, on paired evidence:
+every program the run's evidence cannot rule out (mstar/race_entry.py: its own static and rotating
+items, or its parent's estimate plus their paired static difference; the `confirm_top` best by
+optimistic estimate in any case) races, on paired evidence:
 
 1. What the run already paid for: each program's static cases, and every rotating batch it was
    evaluated on as a parent (`--rotating fresh`), paired on the same question ids.
@@ -15,10 +16,10 @@ race, on paired evidence:
 3. Buying stops when no challenger is racing ("decided" or "tied"), when `confirm_size` items are
    bought or `confirm_rounds` batches (each about confirm_size / confirm_rounds items), when the
    next batch would take the confirmation past its share (`confirm_budget`) of the tokens the
-   run asked before it, each racer's items priced at its own cost per question
-   (mstar/race_budget.py), or when the run's own budget is reached.
+   run asked before it, every token it causes counted -- each racer's questions and its
+   knowledge base written (mstar/race_budget.py) -- or when the run's own budget is reached.
 
-The champion is the leader when buying stops: the best static score until the racers share
+The champion is the leader when buying stops: the best pessimistic estimate until the racers share
 ten fresh items, then the best mean on all the items they share, if it is ahead of the leader
 so far by more than a standard error (mstar/race.py). A "behind" verdict is wrong
 with probability at most 5% over the whole race (mstar/race.py); a tie or a spent budget makes
