@@ -66,21 +66,56 @@ def question_cost(static) -> float | None:
     return static.question_tokens / len(static.cases)
 
 
+class Kept:
+    """The knowledge bases the executor keeps, as the lineage tells it: least recently used out."""
+
+    HELD_BACK = 2          # places the prefetch's guesses (evaluations no event records) may take
+
+    def __init__(self, keep: int | None) -> None:
+        self.size = max(0, (keep or 0) - self.HELD_BACK)
+        self.order: list[str] = []
+
+    @classmethod
+    def from_events(cls, events: list, keep: int | None) -> "Kept":
+        kept = cls(keep)
+        for ev in events:
+            if isinstance(ev, ev_types.SeedEvent):
+                kept.use(ev.program_id)
+            elif isinstance(ev, ev_types.IterationEvent):
+                if ev.rotating_batch:
+                    kept.use(ev.parent_id)
+                if ev.program_id:
+                    kept.use(ev.program_id)
+                elif ev.status != "ok" or ev.runtime_fixes:
+                    kept.use(f"{ev.iteration}:discarded")      # an evaluated child that did not join
+        return kept
+
+    def holds(self, pid: str) -> bool:
+        return pid in self.order
+
+    def use(self, pid: str) -> None:
+        if self.size <= 0:
+            return
+        if pid in self.order:
+            self.order.remove(pid)
+        self.order.append(pid)
+        del self.order[:max(0, len(self.order) - self.size)]
+
+
 class RaceBudget:
     """`costs`: each racer's price of an item, in `unit`s; `writes`: of its knowledge base;
     `allowance`: share x what was asked; `keep`: knowledge bases the executor keeps."""
 
     def __init__(self, share: float | None, asked_before: float, costs: dict[str, float] | None = None,
-                 unit: str = "questions", writes: dict[str, float] | None = None, keep: int | None = None):
+                 unit: str = "questions", writes: dict[str, float] | None = None, kept: Kept | None = None):
         self.share, self.unit = share, unit
         self.costs = dict(costs or {})
         self.writes = dict(writes or {})
-        self.keep = keep
+        self.kept = kept or Kept(0)
         self.allowance = math.inf if share is None else share * asked_before
         self.used = 0.0                                # what the race's batches cost so far
         self.write_used = 0.0                          # ... of which knowledge bases written
         self.racer_items = 0                           # racers scored on an item, over all batches
-        self.written: set[str] = set()                 # racers whose knowledge base the race paid for
         self._asked: dict[str, list[float]] = {}       # racer -> [question tokens, questions] in the race
 
     @classmethod
@@ -91,7 +126,7 @@ class RaceBudget:
         costs = {pid: question_cost(res) for pid, res in statics.items()}
         if costs and all(c is not None for c in costs.values()):
             writes = {pid: write_cost(res) for pid, res in statics.items()}
-            return cls(share, tokens_asked(events), costs, "tokens", writes, keep)
+            return cls(share, tokens_asked(events), costs, "tokens", writes, Kept.from_events(events, keep))
         return cls(share, questions_asked(events, static_size), {pid: 1.0 for pid in statics}, "questions")
 
     @property
@@ -105,8 +140,7 @@ class RaceBudget:
         return max(self.costs.get(p, 1.0), seen)
 
     def _write_due(self, p: str, racers: int) -> bool:
-        evicted = self.keep is not None and racers > self.keep
-        return self.writes.get(p, 0.0) > 0 and (p not in self.written or evicted)
+        return self.writes.get(p, 0.0) > 0 and (not self.kept.holds(p) or racers > self.kept.size)
 
     def cost(self, need: dict[str, list]) -> float:
         """What scoring each racer on its items costs, its knowledge base written included."""
@@ -115,20 +149,22 @@ class RaceBudget:
                    for p, items in need.items() if items)
 
     def entry_cost(self, racers: list[str], items: int) -> float:
-        """What `items` paired items for each of `racers` cost at the least (each written once)."""
-        return sum(items * self.price(p) + self.writes.get(p, 0.0) for p in racers)
+        """What `items` paired items for each of `racers` cost at the least (written once if not kept)."""
+        return sum(items * self.price(p) + (self.writes.get(p, 0.0) if self._write_due(p, len(racers)) else 0.0)
+                   for p in racers)
 
     def buy(self, need: dict[str, list], results: dict | None = None) -> None:
         """Charge a batch: the writes due, and the questions as the results counted them (their
         price when an evaluation did not count its tokens)."""
         racers = sum(1 for items in need.values() if items)
+        due = {p: self._write_due(p, racers) for p, items in need.items() if items}
         for p, items in need.items():
             if not items:
                 continue
-            if self._write_due(p, racers):
+            if due[p]:
                 self.used += self.writes[p]
                 self.write_used += self.writes[p]
-            self.written.add(p)
+            self.kept.use(p)
             got = int(getattr((results or {}).get(p), "question_tokens", 0) or 0)
             asked = self._asked.setdefault(p, [0.0, 0])
             self.used += got if got else len(items) * self.price(p)

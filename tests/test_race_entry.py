@@ -24,10 +24,11 @@ def _case(i: int, score: float) -> CaseResult:
 
 
 def _evo(programs: dict, *, rotating: dict | None = None, write_tokens: int = 0, question_tokens: int = 0,
-         asked: int = 0, keep: int | None = None):
+         asked: int = 0, keep: int | None = None, recent: tuple = ()):
     """programs: id -> (parent id, score function). Static scores are the static items' means; a
     program's evaluations count `question_tokens` per question and `write_tokens` when its
-    knowledge base is not kept (the executor keeps the last `keep` it wrote; None: none)."""
+    knowledge base is not kept (the executor keeps the last `keep` it wrote; None: none). `recent`:
+    programs the run evaluated last, in order (their knowledge bases kept when the race starts)."""
     pool, static = Pool(), {}
     for n, (pid, (parent, score)) in enumerate(programs.items()):
         cases = [_case(i, score(i)) for i in range(STATIC)]
@@ -35,7 +36,7 @@ def _evo(programs: dict, *, rotating: dict | None = None, write_tokens: int = 0,
                                  question_tokens=question_tokens * STATIC, write_tokens=write_tokens)
         pool.add(PoolEntry(pid, parent, n, f"{pid}|src", static[pid].mean_score))
     ledger: list[tuple[str, tuple, int]] = []      # (program, items, tokens asked): the race's ledger scope
-    kept: list[str] = []
+    kept: list[str] = list(recent)[-(keep or 0):] if keep else []
 
     class Executor:
         def run(self, job):
@@ -50,6 +51,7 @@ def _evo(programs: dict, *, rotating: dict | None = None, write_tokens: int = 0,
                               question_tokens=question_tokens * len(job.indices), write_tokens=writes)
 
     lines = [{"event": "seed", "program_id": "s", "llm": {"prompt_tokens": asked}}]
+    lines += [{"event": "seed", "program_id": pid} for pid in recent]
     evo = SimpleNamespace(
         pool=pool, executor=Executor(), static_result=static.get, router=None,
         task=SimpleNamespace(validation=[SimpleNamespace(id=f"v{i}") for i in range(600)]),
@@ -132,3 +134,19 @@ def test_the_budget_counts_knowledge_bases_written_and_the_ledger_stays_within_t
         res.write_tokens = 0           # what the budget knew of writes before issue 44: nothing
     champion.confirm(evo, top=3, size=400, split_seed=42, rounds=10, budget=0.1)
     assert sum(tokens for _, _, tokens in ledger) > 200_000
+
+
+def test_a_knowledge_base_the_lineage_says_is_kept_is_not_charged_and_buys_items_instead():
+    """The racers were the run's last evaluations: the executor still keeps their knowledge bases
+    (8 places, 2 held back for the prefetch's guesses), so the race pays only questions and buys
+    more than when it must write them; the ledger stays within the allowance either way."""
+    programs, rotating = _wrong_static_order()
+    bought = {}
+    for name, recent in (("written", ()), ("kept", tuple(programs))):
+        evo, ledger = _evo(programs, rotating=rotating, write_tokens=20_000, question_tokens=1_000,
+                           asked=1_000_000, keep=8, recent=recent)
+        got = champion.confirm(evo, top=3, size=400, split_seed=42, rounds=10, budget=0.1)
+        assert sum(tokens for _, _, tokens in ledger) <= got.budget["spent"] <= 100_000
+        bought[name] = (got.budget["racer_items"], got.budget["writes"])
+    assert bought["kept"][1] == 0 < bought["written"][1]
+    assert bought["kept"][0] > bought["written"][0]
