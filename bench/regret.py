@@ -73,6 +73,17 @@ def unused_items(run: Path, validation_size: int, n: int) -> list[int]:
 
 
 def measure(run: Path, n: int = 500, jobs: int = 2, test: bool = True) -> Regret:
+    """The run's regret; kept in the run folder (regret-N.json) and read from there next time: a
+    study re-read with --reuse does not score every program again."""
+    saved = run / f"regret-{n}{'' if test else '-val'}.json"
+    if saved.exists():
+        return Regret(**json.loads(saved.read_text()))
+    got = _measure(run, n, jobs, test)
+    saved.write_text(json.dumps(got.__dict__))
+    return got
+
+
+def _measure(run: Path, n: int, jobs: int, test: bool) -> Regret:
     from mstar.config import RunConfig
     from mstar.evaluation import evaluate
     from mstar.llm.router import LLMRouter
