@@ -25,9 +25,11 @@ optimistic estimate (mean + ENTRY_Z se) reaches the leader's pessimistic one: th
 not rule it out at one standard error each side. Entrants are taken best optimistic estimate
 first while the race's allowance can pay each one's knowledge base and MIN_FRESH paired items
 with the leader (mstar/race_budget.py: a racer that cannot get that far cannot earn a verdict).
-The first `--confirm-top` by optimistic estimate (the leader counted) enter whatever the rule and
-the budget say: judging them on the evidence they have costs nothing, and the race cuts what it
-buys to its allowance anyway.
+The first `--confirm-top` by optimistic estimate (the leader counted) enter whatever the rule
+says, if the allowance pays for them too: a racer whose knowledge base must be written again
+(~320k tokens on offline LoCoMo) can take the whole allowance and leave the race nothing to buy
+(seed 54 of the issue-44 study: 0 items). When the allowance cannot pay even the leader's items,
+they enter all the same, for a look at the evidence they have (free), and nothing is bought.
 """
 from __future__ import annotations
 
@@ -96,9 +98,13 @@ def entrants(entries: list, est: dict[str, Estimate], top: int, afford=None) -> 
     bar = est[leader].low()
     ranked = sorted((p for p in est if p != leader), key=lambda p: (-est[p].high(), index[p]))
     chosen = [leader]
+    # With nothing to buy at all, the first `top` still get a look at the evidence they have (free).
+    free_look = afford is not None and not afford([leader])
     for n, p in enumerate(ranked):
-        if n + 1 < max(1, top):              # the first `top` enter: a look at their evidence costs nothing
-            chosen.append(p)
-        elif est[p].high() >= bar and (afford is None or afford(chosen + [p])):
+        forced = n + 1 < max(1, top)
+        if free_look:
+            if forced:
+                chosen.append(p)
+        elif (forced or est[p].high() >= bar) and (afford is None or afford(chosen + [p])):
             chosen.append(p)
     return chosen

@@ -159,8 +159,9 @@ def _priced(evo, per_question: dict[str, int], asked_tokens: int):
 def test_the_budget_is_a_share_of_the_tokens_asked_with_each_racer_s_items_at_its_own_price():
     """10% of 720k tokens asked: 72k. Three racers at 1k tokens a question (1.2k with the margin a
     batch must fit with) buy 20 items a batch until it is spent, or no verdict is in reach with
-    what is left; a costly racer (8k a question, an LLM summariser) makes each item dearer, so the
-    same race buys fewer -- and never passes the allowance."""
+    what is left -- and never passes the allowance. A costly racer (8k a question, an LLM
+    summariser) whose 10 paired items the allowance cannot pay does not enter (race_entry.py):
+    the other two buy more items between them instead of a few for all three."""
     scores = {"a": _noisy(4), "b": _noisy(5, -0.01), "c": _noisy(6, -0.02)}
     spent = {}
     for name, c_price in (("cheap", 1000), ("costly", 8000)):
@@ -173,8 +174,9 @@ def test_the_budget_is_a_share_of_the_tokens_asked_with_each_racer_s_items_at_it
         # Cut with a 20% margin on the questions' price (race_budget.PRICE_MARGIN): items differ in price.
         assert got.budget["spent"] == cost <= 72_000 and cost > 72_000 / 1.2 - 1.2 * sum(price.values())
         assert got.budget["racer_items"] == sum(len(ix) for _, ix in asked)
-        spent[name] = len(got.items)
-    assert spent["costly"] < spent["cheap"] == 20, spent
+        spent[name] = (len(got.items), {src for src, _ in asked}, got.entry["c"]["entered"])
+    assert spent["cheap"] == (20, {"a", "b", "c"}, True), spent
+    assert spent["costly"][1:] == ({"a", "b"}, False) and spent["costly"][0] > 20, spent
     # A racer whose cases file predates the counts: the race counts questions, as before.
     evo, asked = _evo(scores)
     _priced(evo, {"a": 1000, "b": 1000}, 600_000)

@@ -150,3 +150,16 @@ def test_a_knowledge_base_the_lineage_says_is_kept_is_not_charged_and_buys_items
         bought[name] = (got.budget["racer_items"], got.budget["writes"])
     assert bought["kept"][1] == 0 < bought["written"][1]
     assert bought["kept"][0] > bought["written"][0]
+
+
+def test_a_racer_whose_knowledge_base_would_take_the_allowance_stays_out_and_the_others_buy():
+    """a and b must be written again (300k tokens each), the others are kept; 480k allowed. Both
+    would leave the race nothing to buy (offline LoCoMo, seed 54 of the issue-44 study: 0 items);
+    one of them at most enters, and the race buys."""
+    programs, rotating = _wrong_static_order()
+    evo, ledger = _evo(programs, rotating=rotating, write_tokens=300_000, question_tokens=1_000,
+                       asked=4_800_000, keep=8, recent=("c", "p", "y"))
+    got = champion.confirm(evo, top=3, size=200, split_seed=42, rounds=10, budget=0.1)
+    entered = {p for p, e in got.entry.items() if e["entered"]}
+    assert len(entered) >= 3 and not {"a", "b"} <= entered
+    assert got.items and sum(tokens for _, _, tokens in ledger) <= got.budget["spent"] <= 480_000
