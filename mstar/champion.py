@@ -4,7 +4,7 @@ The paper takes the best static score. With 25 static items and 20 children that
 of 20 noisy numbers: the program with the largest lead is often the luckiest. So before the test
 every program the run's evidence cannot rule out (mstar/race_entry.py: its own static and rotating
 items, or its parent's estimate plus their paired static difference; the `confirm_top` best by
-optimistic estimate in any case) races, on paired evidence:
+optimistic estimate whenever the allowance pays for them) races, on paired evidence:
 
 1. What the run already paid for: each program's static cases, and every rotating batch it was
    evaluated on as a parent (`--rotating fresh`), paired on the same question ids.
@@ -101,7 +101,7 @@ def item_order(validation_size: int, static: list[int], split_seed: int) -> list
 
 def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: float | None = None) -> Confirmation:
     """Race the programs the run's evidence cannot rule out (evo: loop.Evolution; mstar/race_entry.py,
-    the `top` best by optimistic estimate whatever it says); see the module docstring. `size`: the
+    the `top` best by optimistic estimate whatever it says, budget allowing); see the module docstring. `size`: the
     most items bought; `rounds`: the most batches; `budget`: the share of the run's spend so far
     the confirmation may use (None: no limit). `top` <= 1: no race."""
     entries = list(evo.pool.entries)
