@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""A run's champion against every program of that run, on validation items the run never used.
+"""A run's champion against every program of that run, on validation items the run never used
+and on the held-out test.
 
-    python bench/regret.py RUN [RUN ...] [--items 500]
+    python bench/regret.py RUN [RUN ...] [--items 500] [--no-test]
 
 The items: `--items` validation questions outside the static set, the rotating batches the run
 drew and the items its confirmation bought (so nothing that chose the champion), drawn with a
@@ -9,6 +10,9 @@ fixed seed. Every program of the run's pool is scored on them (its training epis
 as in the run; the run's own LLM settings, offline in the study), and the champion's regret is
 the best program's mean minus the champion's (0 when the champion is the best). bench_study.py
 prints it per seed (target of issue 28: <= 0.01 in >= 4 of 5 seeds).
+
+The test regret is the same on the run's test questions, every episode written as in the run's
+own test: a program the run tested already (cases/<id>.test.json) is not scored again.
 """
 from __future__ import annotations
 
@@ -36,10 +40,20 @@ class Regret:
     best_score: float
     items: int
     scores: dict[str, float] = field(default_factory=dict)   # program id -> mean on the items
+    test: dict[str, float] = field(default_factory=dict)     # program id -> test mean (empty: not measured)
 
     @property
     def regret(self) -> float:
         return max(0.0, self.best_score - self.champion_score)
+
+    @property
+    def test_best(self) -> str:
+        ids = list(self.test)
+        return max(ids, key=lambda p: (self.test[p], -ids.index(p))) if ids else ""
+
+    @property
+    def test_regret(self) -> float | None:
+        return max(0.0, self.test[self.test_best] - self.test[self.champion]) if self.test else None
 
 
 def unused_items(run: Path, validation_size: int, n: int) -> list[int]:
@@ -58,7 +72,18 @@ def unused_items(run: Path, validation_size: int, n: int) -> list[int]:
     return sorted([i for i in order if i not in used][:n])
 
 
-def measure(run: Path, n: int = 500, jobs: int = 2) -> Regret:
+def measure(run: Path, n: int = 500, jobs: int = 2, test: bool = True) -> Regret:
+    """The run's regret; kept in the run folder (regret-N.json) and read from there next time: a
+    study re-read with --reuse does not score every program again."""
+    saved = run / f"regret-{n}{'' if test else '-val'}.json"
+    if saved.exists():
+        return Regret(**json.loads(saved.read_text()))
+    got = _measure(run, n, jobs, test)
+    saved.write_text(json.dumps(got.__dict__))
+    return got
+
+
+def _measure(run: Path, n: int, jobs: int, test: bool) -> Regret:
     from mstar.config import RunConfig
     from mstar.evaluation import evaluate
     from mstar.llm.router import LLMRouter
@@ -81,14 +106,28 @@ def measure(run: Path, n: int = 500, jobs: int = 2) -> Regret:
         return evaluate(source, episodes, queries, metric=task.score, router=router, sandbox=cfg.sandbox,
                         workers=cfg.evolution.workers).mean_score
 
+    def tested(source: str) -> float:
+        return evaluate(source, list(task.episodes), list(task.test), metric=task.score, router=router,
+                        sandbox=cfg.sandbox, workers=cfg.evolution.workers).mean_score
+
     distinct = list(dict.fromkeys(sources.values()))
+    on_test: dict[str, float] = {}
+    if test and task.test:
+        for pid in ids:             # what the run's own test scored (the same questions, all episodes)
+            path = run / "cases" / f"{pid}.test.json"
+            if path.exists():
+                on_test.setdefault(sources[pid], float(json.loads(path.read_text())["mean_score"]))
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         by_source = dict(zip(distinct, pool.map(score, distinct)))
+        if test and task.test:
+            todo = [s for s in distinct if s not in on_test]
+            on_test.update(zip(todo, pool.map(tested, todo)))
     router.close()
     scores = {pid: by_source[sources[pid]] for pid in ids}
     best = max(ids, key=lambda p: (scores[p], -ids.index(p)))
     champion = summary["best_id"]
-    return Regret(champion, best, scores[champion], scores[best], len(items), scores)
+    return Regret(champion, best, scores[champion], scores[best], len(items), scores,
+                  {pid: on_test[sources[pid]] for pid in ids} if on_test else {})
 
 
 def main() -> int:
@@ -96,13 +135,15 @@ def main() -> int:
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--items", type=int, default=500)
     ap.add_argument("--jobs", type=int, default=2, help="programs scored at once")
+    ap.add_argument("--no-test", action="store_true", help="skip the test regret")
     args = ap.parse_args()
-    print(f"| run | champion | its score | best program | its score | regret | items |")
-    print("|---|---|---|---|---|---|---|")
+    print("| run | champion | its score | best program | its score | regret | items | test: best program | test regret |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for run in args.runs:
-        r = measure(Path(run), args.items, args.jobs)
+        r = measure(Path(run), args.items, args.jobs, test=not args.no_test)
+        tr = f"{r.test_regret:.4f}" if r.test_regret is not None else "-"
         print(f"| {Path(run).name} | {r.champion} | {r.champion_score:.4f} | {r.best} | {r.best_score:.4f} | "
-              f"{r.regret:.4f} | {r.items} |")
+              f"{r.regret:.4f} | {r.items} | {r.test_best or '-'} | {tr} |")
         ranked = sorted(r.scores.items(), key=lambda kv: -kv[1])
         print("  " + ", ".join(f"{p} {s:.4f}" for p, s in ranked), flush=True)
     return 0

@@ -28,8 +28,7 @@ from mstar.config import RunConfig
 from mstar.evaluation import EndpointOutage, EvalResult, sandbox_limits
 from mstar.evaluation.records import failed_result
 from mstar.execution import EvalJob, Executor, make_executor
-from mstar.final.finish import Stop as _Stop
-from mstar.final.finish import finish_run
+from mstar.final.finish import Stop as _Stop, finish_run
 from mstar.final.held_out import HeldOutTests, may_start_early
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
@@ -78,6 +77,7 @@ class Evolution:
         self.store = store
         self.progress = progress or (lambda event: None)
         self.strategies = strategies or Strategies.from_config(cfg.evolution)
+        getattr(self.strategies.stopping, "bind", lambda evo: None)(self)   # patience reads the evidence
         self.pool = Pool()
         self.failures = FailureMemory()
         self.static_results: dict[str, EvalResult] = {}   # for `rotating reuse`

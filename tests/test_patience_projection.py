@@ -162,3 +162,45 @@ def test_the_prefetchs_guesses_count_in_the_projection_though_no_event_carries_t
     # spent 20 + 6 guessed; 2 iterations left at (10 + 3) each; then the test
     assert proj.total().calls == 20 + 6 + 2 * 13 + test_calls
     assert proj.total().tokens == 2000 + 600 + 2 * 1300 + proj.test.tokens
+
+
+def _evidence_run(scores: dict[str, dict]):
+    """A run whose programs were scored on these items (static cases; no rotating batches)."""
+    from mstar.evaluation.records import CaseResult, EvalResult
+    results = {pid: EvalResult(0.0, [CaseResult(q, "q", "a", "x", s, None, {}, "", []) for q, s in items.items()],
+                               [], {}) for pid, items in scores.items()}
+    return SimpleNamespace(static_result=results.get, rotating_scores=lambda pid: {})
+
+
+def test_patience_waits_while_the_best_climbs_significantly_over_the_best_of_n_iterations_ago():
+    """No child is a significant gain over the reference (each event says so), yet the best program
+    climbed: iter_004 answers 20 of 30 items its predecessor iter_001 failed. Patience waits for it
+    until the best of 3 iterations ago is iter_004 itself, then stops."""
+    items = [f"v{i}" for i in range(30)]
+    scores = {"seed_a": {q: 0.0 for q in items}, "iter_001": {q: float(i < 5) for i, q in enumerate(items)},
+              "iter_004": {q: float(i < 25) for i, q in enumerate(items)}}
+    for pid in ("iter_002", "iter_003", "iter_005", "iter_006", "iter_007", "iter_008"):
+        scores[pid] = dict(scores["seed_a"])
+    static = {"iter_001": 0.5, "iter_004": 0.6}
+    events = []
+    for it in range(1, 9):
+        d = _iteration(it)
+        d["reference_id"], d["static_score"] = "seed_a", static.get(f"iter_{it:03d}", 0.1)
+        d["best_static_score"] = max([0.4] + [v for k, v in static.items() if int(k[-3:]) <= it])
+        events.append(ev_types.from_dict(d))
+    blind, patient = Patience(3), Patience(3)
+    patient.bind(_evidence_run(scores))
+    said = {"blind": [], "patient": []}
+    for ev in events:
+        for name, rule in (("blind", blind), ("patient", patient)):
+            rule.observe(ev)
+            said[name].append(rule.reason())
+    # Without the evidence: 3 iterations without a gain end the run after iteration 3.
+    assert said["blind"][2] is not None
+    # With it: after iteration 3 there is no best of 3 iterations before to compare with, so it
+    # would stop too; after 4-6 the best (iter_004) is significantly above the best of 3 iterations
+    # ago (iter_001), so it waits; after 7 the best of 3 iterations ago is iter_004 itself.
+    assert said["patient"][2] is not None
+    assert said["patient"][3:6] == [None, None, None]
+    assert patient.best_at == ["iter_001"] * 3 + ["iter_004"] * 5
+    assert "not significantly better than the best of 3 iterations ago" in said["patient"][6]

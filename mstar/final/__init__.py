@@ -5,6 +5,8 @@
                   (called once by the loop)                                 done before the end is redone
   champion.py     the confirmation: the best programs race on paired       the champion is the race's leader (or
                   evidence; the picks of each rule                          the best static score, --pick static)
+  race_entry.py   who enters the race: every program whose optimistic      the first --confirm-top always enter; the
+                  estimate reaches the leader's pessimistic one             rest only as far as the allowance pays
   race.py         the race's stopping rule: paired verdicts and their      a "behind" verdict is wrong with
                   error rate, ties                                          probability <= 5% over the race
   race_budget.py  what the race may buy: a share of the tokens the run     a batch is cut to what is left; the

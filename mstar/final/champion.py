@@ -2,8 +2,9 @@
 
 The paper takes the best static score. With 25 static items and 20 children that is the maximum
 of 20 noisy numbers: the program with the largest lead is often the luckiest. So before the test
-the `confirm_top` best programs by static score (and any program tied with the last of them)
-race, on paired evidence:
+every program the run's evidence cannot rule out (mstar/final/race_entry.py: its own static and rotating
+items, or its parent's estimate plus their paired static difference; the `confirm_top` best by
+optimistic estimate whenever the allowance pays for them) races, on paired evidence:
 
 1. What the run already paid for: each program's static cases, and every rotating batch it was
    evaluated on as a parent (`--rotating fresh`), paired on the same question ids.
@@ -15,10 +16,10 @@ race, on paired evidence:
 3. Buying stops when no challenger is racing ("decided" or "tied"), when `confirm_size` items are
    bought or `confirm_rounds` batches (each about confirm_size / confirm_rounds items), when the
    next batch would take the confirmation past its share (`confirm_budget`) of the tokens the
-   run asked before it, each racer's items priced at its own cost per question
-   (mstar/final/race_budget.py), or when the run's own budget is reached.
+   run asked before it, every token it causes counted -- each racer's questions and its
+   knowledge base written (mstar/final/race_budget.py) -- or when the run's own budget is reached.
 
-The champion is the leader when buying stops: the best static score until the racers share
+The champion is the leader when buying stops: the best pessimistic estimate until the racers share
 ten fresh items, then the best mean on all the items they share, if it is ahead of the leader
 so far by more than a standard error (mstar/final/race.py). A "behind" verdict is wrong
 with probability at most 5% over the whole race (mstar/final/race.py); a tie or a spent budget makes
@@ -33,7 +34,7 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from mstar.final import race
+from mstar.final import race, race_entry
 from mstar.final.race_budget import RaceBudget
 from mstar.execution import EvalJob
 from mstar.llm import scope as llm_scope
@@ -54,7 +55,8 @@ class Confirmation:
     chain_calls: int = 0                               # dependent calls, batch after batch
     rounds: list[dict] = field(default_factory=list)   # per look: items bought before it, leader, gaps
     stop: str = ""                                     # why buying stopped (see the module docstring)
-    budget: dict = field(default_factory=dict)         # unit, share, allowance, spent, racer_items
+    budget: dict = field(default_factory=dict)         # unit, share, allowance, spent, writes, racer_items
+    entry: dict = field(default_factory=dict)          # program id -> estimate, entered (race_entry.py)
 
     def champion(self, rule: str) -> str:
         return self.static_id if rule == "static" or not self.confirmed_id else self.confirmed_id
@@ -63,7 +65,8 @@ class Confirmation:
     def from_event(cls, ev) -> "Confirmation":
         """The confirmation a run recorded before it was killed (resume does not race again)."""
         return cls(list(ev.bought), dict(ev.scores), ev.confirmed_id or ev.static_id or "", ev.static_id or "",
-                   int((ev.timing or {}).get("chain_calls", 0)), list(ev.rounds), ev.stop, dict(ev.budget))
+                   int((ev.timing or {}).get("chain_calls", 0)), list(ev.rounds), ev.stop, dict(ev.budget),
+                   dict(getattr(ev, "entry", None) or {}))
 
 
 def candidates(entries: list[PoolEntry], top: int, *, ties: bool = False) -> list[PoolEntry]:
@@ -99,27 +102,36 @@ def item_order(validation_size: int, static: list[int], split_seed: int) -> list
 
 
 def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: float | None = None) -> Confirmation:
-    """Race the `top` best programs by static score (evo: loop.Evolution); see the module docstring.
-    `size`: the most items bought; `rounds`: the most batches; `budget`: the share of the run's
-    spend so far the confirmation may use (None: no limit)."""
+    """Race the programs the run's evidence cannot rule out (evo: loop.Evolution; mstar/final/race_entry.py,
+    the `top` best by optimistic estimate whatever it says, budget allowing); see the module docstring. `size`: the
+    most items bought; `rounds`: the most batches; `budget`: the share of the run's spend so far
+    the confirmation may use (None: no limit). `top` <= 1: no race."""
     entries = list(evo.pool.entries)
     static_best = candidates(entries, 1)[0]
     out = Confirmation([], static_id=static_best.program_id, confirmed_id=static_best.program_id)
-    racing = candidates(entries, top, ties=True)
-    if size <= 0 or len(racing) < 2:
+    if size <= 0 or top <= 1 or len(entries) < 2:
         out.stop = "off" if size <= 0 else "one program"
         return out
-    evidence, sources = _evidence(evo, racing)
-    order = [e.program_id for e in racing]
+    evidence, sources = _evidence(evo, entries)
+    qid = lambda i: evo.task.validation[i].id  # noqa: E731
+    static_ids = {qid(i) for i in evo.split.static}
+    keep = getattr(getattr(getattr(evo, "cfg", None), "evolution", None), "keep_sessions", None)
+    money = RaceBudget.for_race(budget, _events_before(evo), len(evo.split.static),
+                                {e.program_id: evo.static_result(e.program_id) for e in entries}, keep)
+    est = race_entry.estimates(entries, evidence, static_ids)
+    afford = (lambda ids: money.entry_cost(ids, race.MIN_FRESH) <= money.allowance) if money.limited else None
+    order = race_entry.entrants(entries, est, top, afford)
+    out.entry = {p: {**e.to_dict(), "entered": p in order} for p, e in est.items()}
+    racing = [e for e in entries if e.program_id in order]
     by_id = {e.program_id: e for e in racing}
+    out.confirmed_id = order[0]
+    if len(order) < 2:
+        out.stop = "one program"
+        return out
     rounds = max(1, rounds)
     batch_size = max(1, math.ceil(size / rounds))
     z = race.z_for(rounds + 1)
-    money = RaceBudget.for_race(budget, _events_before(evo), len(evo.split.static),
-                                {e.program_id: evo.static_result(e.program_id) for e in racing})
     to_buy = item_order(len(evo.task.validation), evo.split.static, split_seed)
-    qid = lambda i: evo.task.validation[i].id  # noqa: E731
-    static_ids = {qid(i) for i in evo.split.static}
     for look in range(rounds + 1):
         items_left = min(size - len(out.items), len(to_buy))
         leader = race.leader_of(evidence, order, static_ids, out.confirmed_id)
@@ -158,7 +170,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
         for p, res in results.items():
             evidence[p].update(scored(res.cases))
         out.chain_calls += max((r.chain_calls for r in results.values()), default=0)
-        money.buy(need)
+        money.buy(need, results)
         out.items += pick
         sources["bought"].update(qid(i) for i in pick)
         chosen = set(pick)
@@ -170,7 +182,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
 
 
 def _evidence(evo, racing: list[PoolEntry]) -> tuple[dict[str, dict], dict]:
-    """Each racer's scores by query id: its static cases, then its rotating batches."""
+    """Each program's scores by query id: its static cases, then its rotating batches."""
     evidence, rotating = {}, {}
     extra = getattr(evo, "rotating_scores", None)
     for e in racing:

@@ -96,9 +96,10 @@ class ConfirmationEvent:
                                             # leader, runner_up, gap, gaps (each with its verdict), spent
     stop: str = ""                          # why it stopped buying: decided, tied, budget, cap, run budget
     bought: list = field(default_factory=list)   # the validation indices bought, in order
-    budget: dict = field(default_factory=dict)   # unit (tokens / questions), share, allowance, spent, racer_items
+    budget: dict = field(default_factory=dict)   # unit (tokens / questions), share, allowance, spent, writes, racer_items
     llm: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)   # seconds (the test's are apart), chain_calls
+    entry: dict = field(default_factory=dict)    # program id -> estimate (mean, se, n, basis), entered
 
 
 @dataclass
