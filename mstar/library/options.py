@@ -109,7 +109,9 @@ def add_algorithm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split-seed", type=int, default=ev.split_seed, metavar="N",
                    help="seed of the static set and training episodes (--seed varies the evolution only)")
     p.add_argument("--confirm-top", type=int, default=ev.confirm_top, metavar="N",
-                   help="before the test, the N best programs by static score race on paired evidence")
+                   help="before the test, the programs that may be the best race on paired evidence: every one "
+                        "whose optimistic estimate reaches the leader's pessimistic one, and at least these N "
+                        "best (mstar/final/race_entry.py)")
     p.add_argument("--confirm-size", type=int, default=ev.confirm_size, metavar="N",
                    help="the most validation items that race may buy while it is undecided (0 = no confirmation)")
     p.add_argument("--confirm-rounds", type=int, default=ev.confirm_rounds, metavar="N",

@@ -92,7 +92,8 @@ def _algorithm(evo: dict, sandbox: dict) -> str:
 def _race(evo: dict) -> str:
     if evo.get("confirm_size") == 0:
         return "no confirmation race: --confirm-size 0"
-    return (f"confirm top {_e(evo.get('confirm_top', '-'))} on up to {_e(evo.get('confirm_size', '-'))} items in "
+    return (f"confirm the programs that may be best (at least the top {_e(evo.get('confirm_top', '-'))}) on up to "
+            f"{_e(evo.get('confirm_size', '-'))} items in "
             f"{_e(evo.get('confirm_rounds', 1))} batches"
             + (f" within {float(evo['confirm_budget']):.0%} of the tokens asked" if evo.get("confirm_budget") else ""))
 
