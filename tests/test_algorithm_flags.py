@@ -133,4 +133,5 @@ def test_the_report_names_the_algorithm_and_each_rules_champion(tmp_path):
     assert "no confirmation race: --confirm-size 0" in html
     from mstar.run.report import _race
     assert _race({"confirm_top": 3, "confirm_size": 200, "confirm_rounds": 10, "confirm_budget": 0.2}) == \
-        "confirm top 3 on up to 200 items in 10 batches within 20% of the tokens asked"
+        "confirm the programs that may be best (at least the top 3) on up to 200 items in 10 batches within 20% "\
+        "of the tokens asked"
