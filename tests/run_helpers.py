@@ -135,3 +135,15 @@ def make_synthetic_run(root: Path, *, finished: bool = True) -> Path:
         store.append_jsonl("lineage.jsonl", {"event": "test", "program_id": "iter_001", "test_score": 0.4,
                                              "per_category": {"single-hop": 0.4}, "llm": llm})
     return root
+
+
+def unwrapped(text: str) -> str:
+    """Console output with each wrapped line joined back to one (mstar/run/console.py lays long
+    lines out as a first line and indented continuations), for assertions on a line's words."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if lines and line.startswith(" ") and line.strip():
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return "\n".join(lines)

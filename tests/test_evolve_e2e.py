@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from mstar.cli import main
+from run_helpers import unwrapped
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING_KEYS = {"seconds", "timing"}
@@ -68,7 +69,7 @@ def test_default_sample_run_beats_the_best_seed(tmp_path):
     assert gain["low"] > 0 and gain["n"] == len(summary_test_cases(out, summary["best_id"]))
     seed_cases = summary_test_cases(out, summary["best_seed_id"])
     assert abs(sum(seed_cases) / len(seed_cases) - summary["best_seed_test"]) < 1e-9
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("test    "))
+    line = next(l for l in unwrapped(proc.stdout).splitlines() if l.startswith("test    "))
     assert f"vs best seed {summary['best_seed_id']}" in line and f"{gain['mean']:+.3f}" in line
     assert "the gain holds" in line
     events = _lineage(out)

@@ -16,6 +16,7 @@ from mstar.llm.preflight import PROMPT
 from mstar.run.resume import load_state
 from mstar.run.store import RunStore
 from mstar.testing.fake_server import FakeOpenAIServer, Faults, HTTPErrorReply, offline_responder, role_of
+from run_helpers import unwrapped
 
 
 def deny(status, message):
@@ -117,7 +118,7 @@ def test_a_key_revoked_during_the_run_stops_it_resumably_with_one_line(tmp_path,
         rc = main(["evolve", *SMALL, "--iterations", "4", "--out", str(run), *endpoint(srv.base_url, tmp_path / "c")])
     out, err = capsys.readouterr()
     assert rc == 3 and "Traceback" not in out + err
-    stopped = [l for l in out.splitlines() if l.startswith("stopped ")]
+    stopped = [l for l in unwrapped(out).splitlines() if l.startswith("stopped ")]
     assert len(stopped) == 1 and "rejected the requests" in stopped[0] and "API key revoked" in stopped[0]
     assert f"mstar resume {run}" in out
     ev = events(run)

@@ -14,6 +14,7 @@ from failure_helpers import (ROOT, assert_strict_json, error_lines, events, msta
                              wait_for)
 from mstar.cli import main
 from mstar.run.views import open_run
+from run_helpers import unwrapped
 
 OFFLINE = ["--task", "sample", "--size", "0.3", "--static-size", "6", "--seeds", "vector_search"]
 
@@ -66,7 +67,7 @@ def test_resume_with_a_larger_budget_that_does_not_cover_an_iteration_stops_agai
     # One token more than before: larger, but an iteration costs far more. The resumed run knows
     # what its iterations cost (it did not the first time, and spent one iteration past the budget).
     assert main(["resume", str(copy), "--max-tokens", str(limit + 1)]) == 0
-    out = capsys.readouterr().out
+    out = unwrapped(capsys.readouterr().out)
     assert "stopped budget nearly reached" in out and f"mstar resume {copy} --max-tokens LARGER" in out
     assert sum(e["event"] == "iteration" for e in events(copy)) == done
     spent = sum(r["prompt_tokens"] + r["completion_tokens"] for r in usage(copy) if not r["cache_hit"])

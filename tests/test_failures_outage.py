@@ -14,6 +14,7 @@ from mstar.run.resume import load_state
 from mstar.run.store import RunStore
 from mstar.run.views import open_run
 from mstar.testing.fake_server import FakeOpenAIServer, Faults, offline_responder
+from run_helpers import unwrapped
 
 OUTAGE = [*SMALL, "--iterations", "2"]
 
@@ -57,7 +58,7 @@ def test_an_endpoint_killed_mid_run_pauses_it_and_resume_finishes_with_the_same_
         # The endpoint comes back (same address): resume goes on from iteration 2.
         server.start()
         assert main(["resume", str(run)]) == 0
-        out = capsys.readouterr().out
+        out = unwrapped(capsys.readouterr().out)
         assert "resuming: 1/1 seeds and 1/2 iterations were done" in out
     finally:
         server.kill()
