@@ -67,3 +67,12 @@ def test_a_tracker_that_is_not_installed_is_refused_before_the_run(name, module,
 def test_an_unknown_tracker_is_refused(tmp_path):
     with pytest.raises(mstar.SetupError, match=r"unknown tracker neptune; known: mlflow, wandb"):
         mstar.evolve(**RUN, track="neptune", out=tmp_path / "run")
+
+
+def test_a_tracker_whose_store_refuses_us_is_left_out_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("mlflow", reason="needs the [mlflow] extra")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "bogus://nowhere")
+    run = mstar.evolve(**RUN, track="mlflow", out=tmp_path / "run")
+    assert run.status == "finished" and run.champion.test is not None
+    err = capsys.readouterr().err
+    assert "mlflow at bogus://nowhere" in err and "the run goes on without mlflow" in err

@@ -153,8 +153,7 @@ def _run(cfg, task, store, router, ns, on_event, trackers):
     progress = both(progress, printing.live_spend(router, cfg, task, evo, quiet=ns.quiet))
     if live is not None:
         progress = both(live.pause, progress)
-    for tracker in trackers:
-        tracker.start(cfg, store)
+    trackers = _started(trackers, cfg, store)
     evo.progress = both(progress, *listeners(on_event, trackers))
     printing.split_line(evo, task)
     summary = None
@@ -165,9 +164,23 @@ def _run(cfg, task, store, router, ns, on_event, trackers):
             live.stop()
         router.close()
         for tracker in trackers:
-            tracker.finish(store, summary)
+            _guarded(f"{tracker.name} (at the end)", lambda _, t=tracker: t.finish(store, summary))(None)
     printing.done(summary, store.root, router, lost, cli=_is_cli(ns))
     return summary
+
+
+def _started(trackers: list, cfg, store) -> list:
+    """The trackers that could start; one that cannot (its server refuses us) is named on stderr
+    and left out: the run is the work, the tracker a view of it."""
+    from mstar.trackers import TrackerError
+    out = []
+    for tracker in trackers:
+        try:
+            tracker.start(cfg, store)
+            out.append(tracker)
+        except TrackerError as exc:
+            print(f"mstar: warning: {exc}; the run goes on without {tracker.name}", file=sys.stderr, flush=True)
+    return out
 
 
 def listeners(on_event: Callable | None, trackers: list) -> list[Callable]:
