@@ -155,6 +155,17 @@ def _client(path: Path, name: Any, spec: Any, environ: Mapping[str, str]) -> Cli
     return Client(str(name), digest, tuple(namespaces))
 
 
+async def send_unauthorized(send: Any, reason: str) -> None:
+    """A 401 whose body is a JSON-RPC error: the SDK's client shows its message (a bare 401 reaches
+    it as "Server returned an error response"). Both guards answer so (server.BearerGuard too)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32001, "message": f"401 Unauthorized: {reason}"}}).encode("utf-8")
+    await send({"type": "http.response.start", "status": 401,
+                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
 class AccessGuard:
     """ASGI middleware: every HTTP request carries the token of one of the file's clients, or gets 401.
     (Which namespaces it may use is checked per tool call: Access.check.)"""
@@ -167,14 +178,7 @@ class AccessGuard:
         if scope.get("type") == "http":
             given = next((v for k, v in scope.get("headers", []) if k.lower() == b"authorization"), b"")
             if self.access.client_for(given.decode("latin-1")) is None:
-                # A JSON-RPC error in the body, as BearerGuard's: the SDK's client shows its message.
                 reason = "unknown bearer token" if given else "no bearer token (send Authorization: Bearer <token>)"
-                body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
-                    "code": -32001, "message": f"401 Unauthorized: {reason} (this server takes the tokens of its "
-                                           "access file)"}}).encode("utf-8")
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-                                        (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
+                await send_unauthorized(send, f"{reason} (this server takes the tokens of its access file)")
                 return
         await self.app(scope, receive, send)

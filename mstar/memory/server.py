@@ -30,7 +30,7 @@ import json
 import socket
 from typing import Any, Callable, Optional, TypedDict
 
-from mstar.memory.access import Access, AccessGuard
+from mstar.memory.access import Access, AccessGuard, send_unauthorized
 from mstar.memory.fairness import FairGate
 from mstar.memory.hosts import HostCheck, HostGuard, sdk_check_off
 from mstar.memory.mcp_tools import add_manage_tools, mstar_version, server_class
@@ -163,15 +163,8 @@ class BearerGuard:
         if scope.get("type") == "http":
             given = next((v for k, v in scope.get("headers", []) if k.lower() == b"authorization"), b"")
             if not hmac.compare_digest(given, self._expected):
-                # A JSON-RPC error in the body: the SDK's client shows its message (a bare 401 reaches
-                # it as "Server returned an error response").
                 reason = "wrong bearer token" if given else "no bearer token (send Authorization: Bearer <token>)"
-                body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
-                    "code": -32001, "message": f"401 Unauthorized: {reason}"}}).encode("utf-8")
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-                                        (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
+                await send_unauthorized(send, reason)
                 return
         await self.app(scope, receive, send)
 
