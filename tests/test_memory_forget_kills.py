@@ -54,6 +54,8 @@ def run_until_killed(store: Path, namespace: str, round_no: int, rng: random.Ran
     timer = threading.Timer(delay, proc.send_signal, (signal.SIGKILL,))
     assert proc.stdout is not None
     for line in proc.stdout:
+        if not line.endswith("\n") or len(line.split()) < 2:   # cut off by the kill: never acknowledged
+            break
         lines.append(line.split())
         if len(lines) == 1:
             timer.start()

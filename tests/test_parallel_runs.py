@@ -76,7 +76,15 @@ def test_keeping_knowledge_bases_changes_no_decision(tmp_path):
     kept, fresh = tmp_path / "kept", tmp_path / "fresh"
     assert main(["evolve", *FAST, "--iterations", "4", "--out", str(kept), "--quiet"]) == 0
     assert main(["evolve", *FAST, "--iterations", "4", "--out", str(fresh), "--quiet", "--keep-sessions", "0"]) == 0
-    assert lineage(kept) == lineage(fresh)
+    # The seeds and iterations are the same; the race may differ (issue 44): a knowledge base the
+    # executor keeps is not paid for again, so with kept ones the same allowance buys more items.
+    evolution = lambda run: [e for e in lineage(run) if e["event"] in ("seed", "iteration")]  # noqa: E731
+    assert evolution(kept) == evolution(fresh)
+    for run in (kept, fresh):
+        [conf] = [json.loads(line) for line in (run / "lineage.jsonl").read_text().splitlines()
+                  if json.loads(line)["event"] == "confirmation"]
+        asked = sum(int(conf["llm"].get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "saved_tokens"))
+        assert conf["budget"]["allowance"] is None or asked <= conf["budget"]["allowance"]
     extractions = lambda run: sum(r["kind"] == "extract_knowledge_item" for r in usage(run))  # noqa: E731
     assert extractions(kept) < extractions(fresh)          # parents were not ingested again
 

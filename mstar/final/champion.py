@@ -127,6 +127,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
     out.confirmed_id = order[0]
     if len(order) < 2:
         out.stop = "one program"
+        out.budget = money.to_dict()   # what it could have bought: the study reads it for every run
         return out
     rounds = max(1, rounds)
     batch_size = max(1, math.ceil(size / rounds))

@@ -14,7 +14,9 @@ what the racer's static evaluation's writes asked (EvalResult.write_tokens: the 
 same program), in the racer's first batch, and in every batch when more programs race than the
 executor keeps knowledge bases for (`keep_sessions`); charged whether or not the executor still
 had the knowledge base, so that what the race buys does not depend on the process: a run resumed
-after a crash prices and buys what an uninterrupted one does. A batch is cut so that its price
+after a crash prices and buys what an uninterrupted one does. So `--keep-sessions` changes what the
+race may buy (a kept knowledge base is not paid for again) and may change its verdict; the seeds'
+and iterations' decisions do not depend on it. A batch is cut so that its price
 (the writes, and each racer's items at the dearer of its static and its race price per question
 so far) fits what is left; what the race's ledger scope asks therefore stays within the allowance.
 
