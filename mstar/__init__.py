@@ -12,9 +12,9 @@ Where things are:
   loop.py        the evolution loop (paper Algorithm 1a); the only writer of the pool
   iteration/     one iteration's parts: reflect (prompt, reply), mutate (patch -> gates -> child),
                  behaviour (no-change children), rotating_prefetch (the next batch, asked ahead)
-  final/         a run's end: finish (confirm, test, summary), champion and race (the confirmation),
-                 race_budget, held_out (tests, some started early), stats (paired intervals),
-                 comparison (`mstar baselines`)
+  final/         a run's end: finish (confirm, test, summary), champion, race_entry and race (the
+                 confirmation: who races, when it stops), race_budget, held_out (tests, some started
+                 early), stats (paired intervals), comparison (`mstar baselines`)
   strategies/    the algorithm's decisions: parent selection, failed cases, references, acceptance,
                  when the run stops
   pool.py        the programs of a run with parents and scores
