@@ -163,3 +163,18 @@ def test_a_racer_whose_knowledge_base_would_take_the_allowance_stays_out_and_the
     entered = {p for p, e in got.entry.items() if e["entered"]}
     assert len(entered) >= 3 and not {"a", "b"} <= entered
     assert got.items and sum(tokens for _, _, tokens in ledger) <= got.budget["spent"] <= 480_000
+
+
+def test_the_test_started_beside_the_race_is_the_race_s_starting_leader_not_the_static_best():
+    # mstar/final/finish.py starts one test with the race, on the program the race starts from: in a
+    # pool whose static order is wrong that is not the best static score.
+    # `a` leads the 25 static items; `p` is a little behind there, but 300 rotating items back it.
+    steady = _scores(6, fresh=0.68, static=0.66)
+    programs = {"a": (None, _scores(9, 0.5, 0.76)), "p": (None, steady), "c": (None, _scores(7, 0.4, 0.6))}
+    evo, _ = _evo(programs, rotating={"p": {f"v{i}": steady(i) for i in range(300, 600)}})
+    first = champion.starting_leader(evo, top=3, size=200)
+    got = champion.confirm(evo, top=3, size=200, split_seed=42, rounds=10)
+    assert first == got.rounds[0]["programs"][0] and (first, got.static_id) == ("p", "a")
+    # No race (one racer, or no items to buy): the best static score is the champion and is tested.
+    assert champion.starting_leader(evo, top=1, size=200) == got.static_id
+    assert champion.starting_leader(evo, top=3, size=0) == got.static_id

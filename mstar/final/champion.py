@@ -112,15 +112,8 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
     if size <= 0 or top <= 1 or len(entries) < 2:
         out.stop = "off" if size <= 0 else "one program"
         return out
-    evidence, sources = _evidence(evo, entries)
+    evidence, sources, static_ids, money, est, order = _entry(evo, entries, top, budget)
     qid = lambda i: evo.task.validation[i].id  # noqa: E731
-    static_ids = {qid(i) for i in evo.split.static}
-    keep = getattr(getattr(getattr(evo, "cfg", None), "evolution", None), "keep_sessions", None)
-    money = RaceBudget.for_race(budget, _events_before(evo), len(evo.split.static),
-                                {e.program_id: evo.static_result(e.program_id) for e in entries}, keep)
-    est = race_entry.estimates(entries, evidence, static_ids)
-    afford = (lambda ids: money.entry_cost(ids, race.MIN_FRESH) <= money.allowance) if money.limited else None
-    order = race_entry.entrants(entries, est, top, afford)
     out.entry = {p: {**e.to_dict(), "entered": p in order} for p, e in est.items()}
     racing = [e for e in entries if e.program_id in order]
     by_id = {e.program_id: e for e in racing}
@@ -180,6 +173,28 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
         _record(out, e, evidence[e.program_id], sources, evo)
     out.budget = money.to_dict()
     return out
+
+
+def _entry(evo, entries: list[PoolEntry], top: int, budget: float | None):
+    """Who races, from the evidence the run holds (no call is made): the evidence, its sources,
+    the static ids, the race's budget, each program's estimate and the entrants, leader first."""
+    evidence, sources = _evidence(evo, entries)
+    static_ids = {evo.task.validation[i].id for i in evo.split.static}
+    keep = getattr(getattr(getattr(evo, "cfg", None), "evolution", None), "keep_sessions", None)
+    money = RaceBudget.for_race(budget, _events_before(evo), len(evo.split.static),
+                                {e.program_id: evo.static_result(e.program_id) for e in entries}, keep)
+    est = race_entry.estimates(entries, evidence, static_ids)
+    afford = (lambda ids: money.entry_cost(ids, race.MIN_FRESH) <= money.allowance) if money.limited else None
+    return evidence, sources, static_ids, money, est, race_entry.entrants(entries, est, top, afford)
+
+
+def starting_leader(evo, top: int, size: int, budget: float | None = None) -> str:
+    """The program `confirm` starts its race from (the champion if no challenger gets a verdict):
+    the one whose test is worth starting beside the race (mstar/final/held_out.py)."""
+    entries = list(evo.pool.entries)
+    if size <= 0 or top <= 1 or len(entries) < 2:
+        return candidates(entries, 1)[0].program_id
+    return _entry(evo, entries, top, budget)[-1][0]
 
 
 def _evidence(evo, racing: list[PoolEntry]) -> tuple[dict[str, dict], dict]:

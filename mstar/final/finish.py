@@ -8,8 +8,8 @@
    episode of the task written (test questions need not be covered by the episodes chosen for
    validation); with `test_both` (`--test-both`) also the other rule's choice when it differs --
    a third test evaluation, which a run needs only to compare the rules. Tests start before the
-   end where they can (mstar/final/held_out.py): the best seed's once the seeds are scored, the best
-   static score's with the race (cancelled if the race confirms another). The summary gives the
+   end where they can (mstar/final/held_out.py): the best seed's once the seeds are scored, the
+   race's starting leader's with the race (cancelled if the race confirms another). The summary gives the
    champion's gain over the best seed with a paired interval, and each rule's choice (with its
    test score when it was tested).
 3. summary.json, best_program.py, and the last lineage event: a TestEvent when the run finished,
@@ -56,7 +56,11 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
                 # Needed whatever the race decides, or most likely: started now (if not during the
                 # iterations), in the background, they fill the calls in flight the race leaves free
                 # (a race is a few short chains). mstar/final/held_out.py; figures in docs/confirmation.md.
-                held.beside_the_race([seed, champ.candidates(entries, 1)[0]])
+                # The race's own starting leader (not the best static score: race_entry.py may lead
+                # with another), as the race most often ends where it starts.
+                first = champ.candidates(entries, 1)[0].program_id if rule == "static" else \
+                    champ.starting_leader(evo, ev.confirm_top, ev.confirm_size, getattr(ev, "confirm_budget", None))
+                held.beside_the_race([seed, evo.pool.get(first)])
             confirmation = champ.Confirmation.from_event(prior) if prior is not None else \
                 champ.confirm(evo, ev.confirm_top, ev.confirm_size, ev.split_seed,
                               ev.confirm_rounds, getattr(ev, "confirm_budget", None)) \

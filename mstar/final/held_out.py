@@ -10,8 +10,9 @@ four replies in a row):
   next. Its test starts then, in the background at the lowest priority (slots.IDLE: behind the
   iterations' calls and the prefetch's guesses, at most a quarter of the calls in flight:
   slots.BackgroundShare).
-- When the champion is chosen, the program the race starts from (the best static score, the
-  paper's champion) is most often the one it confirms. Its test starts with the race, in the
+- When the champion is chosen, the program the race starts from (its leader on the evidence
+  before it buys anything, mstar/final/race_entry.py; with `--pick static` the best static
+  score) is most often the one it confirms. Its test starts with the race, in the
   background (slots.LAST: only the race's calls go first); if the race confirms another, it is
   cancelled: its calls not yet sent fail at once (llm.scope.Background.cancel), so a wrong start
   costs what it sent while the race ran.
