@@ -16,7 +16,7 @@ from __future__ import annotations
 import atexit
 import queue
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 from mstar.llm import scope as llm_scope
@@ -66,8 +66,8 @@ class Bounded:
         for f in self.futures:
             if not f.cancelled():
                 try:
-                    f.exception()
-                except BaseException:  # noqa: BLE001 -- cancelled meanwhile; its error is the caller's concern
+                    f.exception()      # waits; a task's own error is returned, not raised: the caller's concern
+                except CancelledError:  # cancelled meanwhile. Nothing broader: Ctrl-C here must reach the run
                     pass
 
 
