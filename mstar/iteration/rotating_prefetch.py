@@ -20,10 +20,41 @@ at its parent's score, it joins as the best.
 - The next iteration waits for the guess of its parent, if one was made, then evaluates as
   always: every request is answered by the response cache and the reads are the same, so the
   result is the one it would have had; its chain is shorter by every reply the guess got back.
+  The other guesses for it are cancelled: their calls not yet sent are never sent.
 
-A wrong guess costs the batch's requests (5 questions) for nothing. A program whose read() may
-change its own knowledge base (mstar/evaluation/read_state.py) is never evaluated ahead (its next
-evaluation would see the changes); only its query formulations are asked.
+A program whose read() may change its own knowledge base (mstar/evaluation/read_state.py) is never
+evaluated ahead (its next evaluation would see the changes); only its query formulations are asked.
+
+Which guesses are sent. A right guess saves wall time; a wrong one costs a batch's requests for
+nothing (a right one costs nothing extra: the iteration would have sent the same requests). On a
+paid endpoint a wrong guess is money, on a fast one its saving is small, so each guess is priced
+before it is sent, and sent only when
+
+    p x chain x latency x worth  >=  (1 - p) x tokens
+
+  p        the probability that its program is the next parent. The draw is deterministic once
+           the outcome is known (the next iteration's generator is fixed), so p is the share of the
+           outcomes above whose draw picks it, each outcome weighted by how often it has happened
+           in this run so far (counted from the pool each iteration sees; one of each to start).
+  chain    the replies a right guess takes off the iteration's critical path: the chain of the
+           guesses evaluated so far (chain_calls), 2 before any (a question's formulation, then its
+           answer); 1 for a guess of formulations only.
+  latency  the endpoint's seconds per reply: the lower quartile of the task role's replies in the
+           ledger (a reply that also waited for a slot took longer than the endpoint did).
+  tokens   the prompt tokens of the program's batch: what its own guesses cost so far, else its
+           static evaluation's question prompts (formulations, the reads' toolkit calls, answers;
+           a child being proposed: its parent's) per question times the batch size. Programs differ
+           tenfold: llm_summarizer's read sends ~7,500 tokens to the toolkit per question.
+  worth    the prompt tokens one second of the run's wall time is worth: `--guess-worth`
+           (EvolutionConfig.guess_worth). Its default, WORTH, sends at 2,000 ms a guess that is
+           one in three (the start: no outcome seen) and keeps at 300 ms only the likelier ones;
+           the figures it was set by are in docs/performance.md (bench/bench_lead.py): a default run's
+           prompt tokens within 0.9x of the code before this rule (8aa27d6) and no more requests.
+           0 sends only sure guesses (p = 1); `--no-prefetch` none.
+
+What the guesses cost and how many were used (their program became the next parent) is counted
+per guess (its calls' requests and prompt tokens: llm.scope.Background.charge): each iteration's
+event carries its guesses (timing["guesses"]), summary.json and the end of the console the run's.
 
 Only where it pays and cannot change a lineage: the task agent's and the toolkit's replies are
 cached ("reuse": the offline backend has none), iterations run one at a time (`--parallel 1`:
@@ -32,19 +63,18 @@ in this process (a kept knowledge base serves the next evaluation; the programs'
 are in LOAD_INFO). Against a deterministic endpoint (the fake server) the run's lineage is the one
 it makes with `--no-prefetch` (tests/test_rotating_prefetch.py); against a sampling one each reply
 is one sample either way.
-
-Measured on the 30-session LoCoMo workload at 2,000 ms (bench/bench_confirm.py): see
-docs/confirmation.md.
 """
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from mstar.agent import formulation_messages
+from mstar.config import EvolutionConfig
 from mstar.evaluation.read_state import read_changes_state
 from mstar.evaluation.sessions import LOAD_INFO
 from mstar.execution import EvalJob
@@ -57,22 +87,62 @@ from mstar.pool import PoolEntry
 SCOPE = llm_scope.PREFETCH
 GAIN = 0.05            # "joins as the best": this far above the pool's best static score
 OUTCOMES = 3           # the draws made ahead: at most this many programs per iteration, and the child
+WORTH = EvolutionConfig.guess_worth   # prompt tokens a second of wall time is worth, by default (see above)
+FIRST_CHAIN = 2        # replies in a row a rotating evaluation takes before any guess has measured it
 
 
-def next_parents(select, seen: list[PoolEntry], parent: PoolEntry, child: PoolEntry, rng_for) -> list[PoolEntry]:
-    """The programs the next iteration's draw picks under the outcomes that decide it most often,
-    without repeats. `select(candidates, rng)`: the run's parent selection; `rng_for()`: a new
-    instance of the next iteration's generator; `child`: the child being evaluated (its score is
-    replaced by each outcome's)."""
+def draw_odds(select, seen: list[PoolEntry], parent: PoolEntry, child: PoolEntry, rng_for,
+              weights: tuple[float, ...] = (1.0, 1.0, 1.0)) -> list[tuple[PoolEntry, float]]:
+    """The programs the next iteration's draw picks under the outcomes that decide it (the child
+    does not join, joins at its parent's score, joins as the best), each with the probability that
+    it is picked: the summed weight of the outcomes that pick it. `select(candidates, rng)`: the
+    run's parent selection; `rng_for()`: a new instance of the next iteration's generator; `child`:
+    the child being evaluated (its score is replaced by each outcome's)."""
     base = [e for e in seen if not e.no_change] or list(seen)   # as the loop filters them
     best = max(e.static_score for e in seen)
     outcomes = [base, base + [replace(child, static_score=parent.static_score)],
                 base + [replace(child, static_score=best + GAIN)]]
-    picked: dict[str, PoolEntry] = {}
-    for candidates in outcomes:
+    total = sum(weights)
+    picked: dict[str, list] = {}
+    for candidates, weight in zip(outcomes, weights):
         entry = select(candidates, rng_for())
-        picked.setdefault(entry.program_id, entry)
-    return list(picked.values())
+        picked.setdefault(entry.program_id, [entry, 0.0])[1] += weight / total
+    return [(entry, odds) for entry, odds in picked.values()]
+
+
+def next_parents(select, seen: list[PoolEntry], parent: PoolEntry, child: PoolEntry, rng_for) -> list[PoolEntry]:
+    """The programs of `draw_odds`, without their odds."""
+    return [entry for entry, _ in draw_odds(select, seen, parent, child, rng_for)]
+
+
+def worth_sending(odds: float, chain: float, latency_s: float, tokens: float, worth: float) -> bool:
+    """The rule of the module docstring: the expected seconds a guess saves, priced at `worth`
+    tokens a second, against the expected tokens it wastes."""
+    return odds * chain * latency_s * worth >= (1.0 - odds) * tokens
+
+
+@dataclass
+class Guess:
+    """One program evaluated (or its formulations asked) ahead on a later iteration's batch."""
+    iteration: int            # the iteration whose batch it is
+    program_id: str
+    odds: float               # the probability, when it was sent, that its program is that iteration's parent
+    kind: str                 # "evaluation" | "formulations"
+    work: llm_scope.Background = field(default_factory=llm_scope.Background, repr=False)
+    chain: int | None = None  # its evaluation's replies in a row, once it has run
+    used: bool | None = None  # its program became the parent (None: that iteration has not drawn yet)
+
+    def to_dict(self) -> dict:
+        return {"iteration": self.iteration, "program_id": self.program_id, "odds": round(self.odds, 3),
+                "kind": self.kind, "used": self.used, "requests": self.work.requests,
+                "prompt_tokens": self.work.prompt_tokens}
+
+
+def tally(guesses: list[Guess], declined: int = 0) -> dict:
+    """Guesses used / sent and what they cost (summary.json's "guesses", an iteration's timing)."""
+    return {"sent": len(guesses), "used": sum(1 for g in guesses if g.used), "declined": declined,
+            "requests": sum(g.work.requests for g in guesses),
+            "prompt_tokens": sum(g.work.prompt_tokens for g in guesses)}
 
 
 class RotatingPrefetch:
@@ -80,10 +150,15 @@ class RotatingPrefetch:
 
     def __init__(self, router, task, split, cfg, executor) -> None:
         self.router, self.task, self.split, self.ev, self.executor = router, task, split, cfg.evolution, executor
+        self.worth = float(getattr(self.ev, "guess_worth", WORTH))
         self._calls = ThreadPoolExecutor(max(1, self.ev.rotating_size), thread_name_prefix="prefetch")
         self._evals = ThreadPoolExecutor(OUTCOMES + 1, thread_name_prefix="prefetch-eval")
-        # (iteration, program text) -> its evaluation and the handle that promotes it (None: formulations only)
-        self._ahead: dict[tuple[int, str], tuple[Future, llm_scope.Background] | None] = {}
+        # (iteration, program text) -> its guess and its evaluation (None: formulations only)
+        self._ahead: dict[tuple[int, str], tuple[Guess, Future | None]] = {}
+        self.guesses: list[Guess] = []
+        self.declined: dict[int, int] = {}   # iteration -> guesses the rule did not send for it
+        self._seen_outcomes = [1, 1, 1]      # no join, joins, joins as the best: one of each to start
+        self._learnt: set[int] = set()
         self._lock = threading.Lock()
 
     @classmethod
@@ -98,44 +173,63 @@ class RotatingPrefetch:
 
     def ahead(self, iteration: int, seen: list[PoolEntry], parent: PoolEntry, select, rng_for) -> int:
         """Called once iteration `iteration` has drawn `parent` from `seen`: evaluates iteration + 1's
-        batch for the programs of the pool its draw would pick. `select(candidates, rng)`: the run's
-        parent selection; `rng_for()`: a new instance of the next iteration's generator."""
+        batch for the programs of the pool its draw would pick, those worth it. `select(candidates,
+        rng)`: the run's parent selection; `rng_for()`: a new instance of the next iteration's generator."""
+        self._learn(iteration, seen)
         if iteration >= self.ev.iterations:
             return 0
         child = self._child(iteration, parent, "")
-        picks = [e for e in next_parents(select, seen, parent, child, rng_for) if e.program_id != child.program_id]
-        return sum(self._launch(iteration + 1, e.source, take_prestart=True) for e in picks)
+        odds = [(e, p) for e, p in self._odds(select, seen, parent, child, rng_for) if e.program_id != child.program_id]
+        return sum(self._offer(iteration + 1, e, p, take_prestart=True) for e, p in odds)
 
     def ask_next(self, iteration: int, seen: list[PoolEntry], parent: PoolEntry, child_source: str,
                  select, rng_for) -> int:
         """Called once iteration `iteration`'s child (`child_source`) is proposed and before it is
-        evaluated: when the next draw may pick the child, its next batch is evaluated too (the
-        worker started for its static evaluation is left to that one)."""
+        evaluated: when the next draw may pick the child, its next batch is evaluated too, if worth
+        it (the worker started for its static evaluation is left to that one)."""
         if iteration >= self.ev.iterations:
             return 0
         child = self._child(iteration, parent, child_source)
-        return sum(self._launch(iteration + 1, e.source, take_prestart=e.program_id != child.program_id)
-                   for e in next_parents(select, seen, parent, child, rng_for))
+        return sum(self._offer(iteration + 1, e, p, take_prestart=e.program_id != child.program_id,
+                               price_as=parent if e.program_id == child.program_id else e)
+                   for e, p in self._odds(select, seen, parent, child, rng_for))
 
     def settle(self, iteration: int, source: str) -> float | None:
         """Before iteration `iteration` evaluates its parent (`source`) on its batch: waits for the
-        guess that evaluated it ahead, if one did, and drops the guesses not started. The seconds
-        waited, or None when the parent was not guessed."""
+        guess that evaluated it ahead, if one did, and cancels the others. The seconds waited, or
+        None when the parent was not evaluated ahead."""
         with self._lock:
             mine = self._ahead.pop((iteration, source), None)
             for key in [k for k in self._ahead if k[0] <= iteration]:
-                other = self._ahead.pop(key)
-                if other is not None:
-                    other[0].cancel()    # a wrong guess not yet started; one running finishes on its own
+                guess, future = self._ahead.pop(key)
+                guess.used = False
+                guess.work.cancel()          # its calls not yet sent are never sent
+                if future is not None:
+                    future.cancel()          # not started: never starts
         if mine is None:
             return None
-        future, work = mine
-        work.promote()   # the iteration waits on it now: its calls left go as the iteration's own
+        guess, future = mine
+        guess.used = True
+        if future is None:                   # formulations only: the evaluation finds them in the cache
+            return None
+        guess.work.promote()   # the iteration waits on it now: its calls left go as the iteration's own
         t0 = time.perf_counter()
         wait_for([future])
         return time.perf_counter() - t0
 
-    def ask(self, iteration: int, sources: list[str]) -> int:
+    def account(self, iteration: int) -> dict:
+        """For iteration `iteration`'s event: its guesses (those made for its batch) as `tally` counts them."""
+        with self._lock:
+            mine = [g for g in self.guesses if g.iteration == iteration]
+            return {"guesses": tally(mine, self.declined.get(iteration, 0))} if mine or iteration in self.declined else {}
+
+    def report(self) -> dict:
+        """The run's guesses, for summary.json: `tally` of them all, and each one."""
+        with self._lock:
+            return {**tally(self.guesses, sum(self.declined.values())), "worth": self.worth,
+                    "each": [g.to_dict() for g in self.guesses]}
+
+    def ask(self, iteration: int, sources: list[str], work: llm_scope.Background | None = None) -> int:
         """Ask iteration `iteration`'s rotating formulations for each program text in `sources`
         (those whose loaded constants are known); returns the number of distinct prompts asked."""
         prompts: dict[str, list[dict]] = {}
@@ -145,7 +239,7 @@ class RotatingPrefetch:
                 continue
             for messages in formulation_messages(info, self._queries(iteration)):
                 prompts.setdefault(repr(messages), messages)
-        with llm_scope.scoped(SCOPE), llm_scope.background():
+        with llm_scope.scoped(SCOPE), llm_scope.background(work):
             for messages in prompts.values():
                 llm_scope.submit(self._calls, self._one, messages)
         return len(prompts)
@@ -155,24 +249,97 @@ class RotatingPrefetch:
         self._evals.shutdown(wait=True, cancel_futures=True)
         self._calls.shutdown(wait=True, cancel_futures=True)
 
-    def _launch(self, iteration: int, source: str, *, take_prestart: bool) -> int:
+    # ------------------------------------------------------------ what a guess is worth
+    def _odds(self, select, seen, parent, child, rng_for) -> list[tuple[PoolEntry, float]]:
+        return draw_odds(select, seen, parent, child, rng_for, tuple(float(w) for w in self._seen_outcomes))
+
+    def _learn(self, iteration: int, seen: list[PoolEntry]) -> None:
+        """The outcome of the iteration before `iteration`, read from the pool this one sees."""
+        before = iteration - 1
+        if before < 1 or before in self._learnt:
+            return
+        self._learnt.add(before)
+        child = next((e for e in seen if e.program_id == f"iter_{before:03d}"), None)
+        others = [e.static_score for e in seen if e is not child]
+        if child is None or child.no_change:
+            self._seen_outcomes[0] += 1
+        else:
+            self._seen_outcomes[2 if others and child.static_score > max(others) else 1] += 1
+
+    def _offer(self, iteration: int, entry: PoolEntry, odds: float, *, take_prestart: bool,
+               price_as: PoolEntry | None = None) -> int:
+        """Sends the guess of `entry` for `iteration` when the rule says it is worth it (`price_as`:
+        the program whose static evaluation prices it, when it has none yet: a child, its parent)."""
+        with self._lock:
+            if (iteration, entry.source) in self._ahead:
+                return 0
+        if odds < 1.0:
+            formulations_only = read_changes_state(entry.source)
+            records = self.router.ledger.snapshot()
+            chain, tokens = self._cost(records, entry, formulations_only, price_as or entry)
+            if not worth_sending(odds, chain, self._latency(records), tokens, self.worth):
+                with self._lock:
+                    self.declined[iteration] = self.declined.get(iteration, 0) + 1
+                return 0
+        return self._launch(iteration, entry.source, take_prestart=take_prestart, program_id=entry.program_id,
+                            odds=odds)
+
+    @staticmethod
+    def _latency(records) -> float:
+        """The endpoint's seconds per reply: the lower quartile of the task role's replies."""
+        replies = sorted(r.latency_s for r in records if r.role == "task" and not r.cache_hit and not r.error)
+        return replies[len(replies) // 4] if replies else 0.0
+
+    def _cost(self, records, entry: PoolEntry, formulations_only: bool, price_as: PoolEntry) -> tuple[float, float]:
+        """(chain, tokens) of a guess of `entry`: what its own guesses measured, else the question
+        prompts of `price_as`'s static evaluation, scaled to a batch."""
+        kind = "formulations" if formulations_only else "evaluation"
+        with self._lock:
+            # Measured: an evaluation that ran to its end; formulations asked for an iteration that has drawn.
+            done = [g for g in self.guesses if g.kind == kind and (g.chain is not None if kind == "evaluation"
+                                                                    else g.used is not None)]
+        own = [g for g in done if g.program_id == entry.program_id]
+        chains = [g.chain for g in done if g.chain is not None]
+        chain = 1.0 if formulations_only else statistics.fmean(chains) if chains else float(FIRST_CHAIN)
+        if own:
+            return chain, statistics.fmean(g.work.prompt_tokens for g in own)
+        return chain, self._static_tokens(records, price_as, formulations_only)
+
+    def _static_tokens(self, records, entry: PoolEntry, formulations_only: bool) -> float:
+        """The prompt tokens a batch of `entry`'s questions costs, from its static evaluation in the
+        ledger: a seed's scope, or a child's iteration after its reflector's last call.
+        Extractions are writes, not a question's prompts."""
+        scoped = entry.program_id if entry.parent_id is None else f"iter_{entry.iteration:03d}"
+        recs = [r for r in records if r.scope == scoped]
+        if entry.parent_id is not None:
+            recs = recs[1 + max((i for i, r in enumerate(recs) if r.role == "reflector"), default=-1):]
+        tokens = sum(r.prompt_tokens for r in recs if not r.cache_hit and r.role != "reflector"
+                     and r.kind != "extract_knowledge_item" and (not formulations_only or r.kind == "formulate_query"))
+        return tokens / max(1, len(self.split.static)) * self.ev.rotating_size
+
+    # ------------------------------------------------------------ sending
+    def _launch(self, iteration: int, source: str, *, take_prestart: bool, program_id: str = "",
+                odds: float = 1.0) -> int:
         with self._lock:
             if (iteration, source) in self._ahead:
                 return 0
             # A read that changes its knowledge base would leave the next evaluation another one.
             formulations_only = read_changes_state(source)
-            if formulations_only:
-                self._ahead[(iteration, source)] = None
-            else:
+            guess = Guess(iteration, program_id, odds, "formulations" if formulations_only else "evaluation")
+            future = None
+            if not formulations_only:
                 job = EvalJob(source, "validation", tuple(self._batch(iteration)), take_prestart=take_prestart)
-                work = llm_scope.Background()
-                with llm_scope.scoped(SCOPE), llm_scope.background(work):
-                    self._ahead[(iteration, source)] = (llm_scope.submit(self._evals, self._evaluate, job), work)
-        return int(self.ask(iteration, [source]) > 0) if formulations_only else 1
+                with llm_scope.scoped(SCOPE), llm_scope.background(guess.work):
+                    future = llm_scope.submit(self._evals, self._evaluate, job, guess)
+            self._ahead[(iteration, source)] = (guess, future)
+            self.guesses.append(guess)
+        if formulations_only:
+            return int(self.ask(iteration, [source], guess.work) > 0)
+        return 1
 
-    def _evaluate(self, job: EvalJob) -> None:
+    def _evaluate(self, job: EvalJob, guess: Guess) -> None:
         try:
-            self.executor.run(job)
+            guess.chain = self.executor.run(job).chain_calls
         except Exception:  # noqa: BLE001 -- a failed guess is no evaluation's error: the evaluation runs again
             pass
 
@@ -203,6 +370,12 @@ class NoPrefetch:
         return 0
 
     def settle(self, *args) -> None:
+        return None
+
+    def account(self, iteration: int) -> dict:
+        return {}
+
+    def report(self) -> None:
         return None
 
     def close(self) -> None:
