@@ -11,13 +11,14 @@ best seed's 0.141, measured). A workload whose outcome is known needs a reflecto
 This server is the project's fake server (mstar/testing/fake_server.py, the offline models behind
 it) with that one change, made here and not in the offline backend (a test double that must not
 learn edits to raise scores). The reflector's reply is a patch that turns its parent into
-  - on the iterations in `--wins`: the vector_search seed with the answer capped at four words --
-    an instruction the offline task agent obeys (mstar/offline/task_model.py) -- which scores 0.160
-    on the static set against the best seed's 0.141, and 0.174 against 0.169 on all 191 validation
-    questions (`mstar eval`, hashing embeddings, measured);
+  - on the iterations in `--wins`: the vector_search seed reading 3 chunks instead of 5, its
+    answer capped at three words -- an instruction the offline task agent obeys
+    (mstar/offline/task_model.py) -- which scores 0.160 on the static set against the best seed's
+    0.141, and 0.191 against 0.169 on all 191 validation questions (`mstar eval`, hashing
+    embeddings, measured);
   - on the others: the parent told to answer with a single word, a child that loses (vector_search
     so changed scores 0.110, llm_summarizer 0.080).
-Each child carries its iteration in a comment, so that no two are the same text. Every other request
+Each child carries its iteration in a constant, so that no two are the same code. Every other request
 (the compile fixes included) gets the offline models' reply. `--wins ""`: the best seed wins.
 
 The iteration is read from the reflector's prompt (`<current_program iteration="N">`); replies are
@@ -38,20 +39,27 @@ from mstar.testing.fake_server import FakeOpenAIServer, offline_responder, role_
 
 _ITERATION = re.compile(r'<current_program iteration="(\d+)">\s*```python\n(.*?)```\s*</current_program>', re.S)
 _SHORT = ('INSTRUCTION_RESPONSE = "Answer the question using the retrieved memory. Be short and specific."',
-          'INSTRUCTION_RESPONSE = "Answer the question using the retrieved memory. Answer in at most 4 words."')
+          'INSTRUCTION_RESPONSE = "Answer the question using the retrieved memory. Answer in at most 3 words."')
+_FEWER = ("n_results=min(5, self.doc_count)", "n_results=min(3, self.doc_count)")
 
 
 def winner(iteration: int) -> str:
-    """The child an iteration in `--wins` gets: the vector_search seed, answers of at most four words."""
+    """The child an iteration in `--wins` gets: the vector_search seed reading 3 chunks, not 5, and
+    answering in at most three words."""
     seed = (ROOT / "seeds" / "vector_search.py").read_text()
-    assert _SHORT[0] in seed, "the vector_search seed no longer has the instruction this bench replaces"
-    return seed.replace(_SHORT[0], _SHORT[1]) + f"\n# the child of iteration {iteration} (bench/child_wins.py)\n"
+    assert _SHORT[0] in seed and _FEWER[0] in seed, "the vector_search seed is not the one this bench edits"
+    return seed.replace(_SHORT[0], _SHORT[1]).replace(_FEWER[0], _FEWER[1]) + _mark(iteration)
+
+
+def _mark(iteration: int) -> str:
+    # In the code, not a comment: a child that differs from a program of the pool only in comments
+    # is rejected as a duplicate.
+    return f"\nCHILD_OF_ITERATION = {iteration}   # bench/child_wins.py\n"
 
 
 def loser(parent: str, iteration: int) -> str:
     """The child of an iteration not in `--wins`: its parent, answering with a single word."""
-    return parent.rstrip() + ('\n\nINSTRUCTION_RESPONSE = "Answer with a single word."\n'
-                              f"# the child of iteration {iteration} (bench/child_wins.py)\n")
+    return parent.rstrip() + '\n\nINSTRUCTION_RESPONSE = "Answer with a single word."\n' + _mark(iteration)
 
 
 def child_wins_responder(wins: set[int], memo: bool = True):

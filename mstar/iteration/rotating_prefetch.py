@@ -42,8 +42,8 @@ before it is sent, and sent only when
   latency  the endpoint's seconds per reply: the lower quartile of the task role's replies in the
            ledger (a reply that also waited for a slot took longer than the endpoint did).
   tokens   the prompt tokens of the program's batch: what its own guesses cost so far, else its
-           static evaluation's question prompts (formulations, the reads' toolkit calls, answers;
-           a child being proposed: its parent's) per question times the batch size. Programs differ
+           static evaluation's question prompts (formulations, the reads' toolkit calls, answers,
+           cache hits included; a child being proposed: its parent's) per question times the batch size. Programs differ
            tenfold: llm_summarizer's read sends ~7,500 tokens to the toolkit per question.
   worth    the prompt tokens one second of the run's wall time is worth: `--guess-worth`
            (EvolutionConfig.guess_worth). Its default, WORTH, sends at 2,000 ms a guess that is
@@ -307,14 +307,16 @@ class RotatingPrefetch:
 
     def _static_tokens(self, records, entry: PoolEntry, formulations_only: bool) -> float:
         """The prompt tokens a batch of `entry`'s questions costs, from its static evaluation in the
-        ledger: a seed's scope, or a child's iteration after its reflector's last call.
-        Extractions are writes, not a question's prompts."""
+        ledger (a seed's scope, or a child's iteration after its reflector's last call), answered
+        from the cache or not. Extractions are writes, not a question's prompts."""
         scoped = entry.program_id if entry.parent_id is None else f"iter_{entry.iteration:03d}"
         recs = [r for r in records if r.scope == scoped]
         if entry.parent_id is not None:
             recs = recs[1 + max((i for i, r in enumerate(recs) if r.role == "reflector"), default=-1):]
-        tokens = sum(r.prompt_tokens for r in recs if not r.cache_hit and r.role != "reflector"
-                     and r.kind != "extract_knowledge_item" and (not formulations_only or r.kind == "formulate_query"))
+        # Cache hits count: a child's reads ask the toolkit what its parent's asked (hits in its static
+        # evaluation), but on a new batch every question's prompts are new.
+        tokens = sum(r.prompt_tokens for r in recs if r.role != "reflector" and r.kind != "extract_knowledge_item"
+                     and (not formulations_only or r.kind == "formulate_query"))
         return tokens / max(1, len(self.split.static)) * self.ev.rotating_size
 
     # ------------------------------------------------------------ sending
