@@ -17,7 +17,8 @@ Each cell is one run of `mstar evolve` in a process of its own (the engine's Pyt
 by default; `--base DIR` adds, for the default cells, the same run of another checkout with its own
 venv at DIR/.venv -- e.g. the code of 8aa27d6, the token baseline of issue 43). Per cell:
 
-  requests / prompt tokens   sent to the server over the whole run (cache hits are not requests)
+  requests / prompt tokens   sent to the server over the whole run (cache hits are not requests);
+                             in brackets the race's (the confirmation's) prompt tokens
   guesses                    used / sent and the prompt tokens they cost (summary.json; "-" for an
                              engine that does not report them)
   iteration s                iteration 2 and the median of the others, each beside its bound
@@ -120,6 +121,7 @@ def figures(run: Path, latency: float) -> dict:
     guesses = summary.get("guesses")
     return {"requests": sum(1 + r.get("retries", 0) for r in sent),
             "tokens": sum(int(r.get("prompt_tokens") or 0) for r in sent),
+            "race_tokens": sum(int(r.get("prompt_tokens") or 0) for r in sent if r.get("scope") == "confirm"),
             "guesses": guesses,
             "it2": second[0], "it2_bound": second[1],
             "it_others": statistics.median(others) if others else None,
@@ -134,6 +136,10 @@ def pair(wall, bound) -> str:
     if wall is None:
         return "-"
     return f"{wall:.2f} / {bound:.2f}" + (f" ({wall / bound:.2f}x)" if bound else "")
+
+
+def tokens(f: dict) -> str:
+    return f"{f['tokens']:,} ({f['race_tokens'] / 1000:.0f}k)"
 
 
 def guess_text(g: dict | None) -> str:
@@ -152,6 +158,8 @@ def main() -> int:
                                                   "cells run too, for the token baseline")
     ap.add_argument("--extra", default="", help="more flags for every run of this checkout (space-separated)")
     ap.add_argument("--out", default=None, help="keep the run folders here (default: temporary)")
+    ap.add_argument("--keep", action="store_true", help="with --out: a cell whose run folder has its summary.json "
+                                                         "is read again, not run again (re-print a table)")
     args = ap.parse_args()
     if not bt.LOCOMO.exists():
         print(f"(skipped: needs LoCoMo at {bt.LOCOMO})")
@@ -163,7 +171,7 @@ def main() -> int:
     print(f"core speed {bt.core_speed():.0f} ms at the start (a fixed loop; larger = a busier machine); "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     header = (f"| {'workload':<8} | {'ms':>5} | {'it':>2} | {'rotating':<8} | {'engine':<6} | {'requests':>8} | "
-              f"{'prompt tok':>10} | {'guesses used/sent':<20} | {'iteration 2 s / bound':<22} | "
+              f"{'prompt tok (race)':>18} | {'guesses used/sent':<20} | {'iteration 2 s / bound':<22} | "
               f"{'others median / bound':<22} | {'final s / bound':<22} | {'run s / bound':<22} | champion |")
     print(header)
     print("|" + "|".join("-" * (len(c) + 0) for c in header.split("|")[1:-1]) + "|", flush=True)
@@ -182,10 +190,12 @@ def main() -> int:
                                 slug = f"{workload}-{int(lat * 1000)}-{n}-{rot}-{name}"
                                 extra = (["--rotating", "reuse"] if rot == "reuse" else []) + \
                                     (args.extra.split() if name == "this" else [])
-                                evolve(python, root / slug, task, bt.config_file(root, url, f"cache-{slug}"), n, *extra)
+                                if not (args.keep and (root / slug / "summary.json").exists()):
+                                    evolve(python, root / slug, task, bt.config_file(root, url, f"cache-{slug}"), n,
+                                           *extra)
                                 f = figures(root / slug, lat)
                                 print(f"| {workload:<8} | {lat * 1000:>5.0f} | {n:>2} | {rot:<8} | {name:<6} | "
-                                      f"{f['requests']:>8} | {f['tokens']:>10,} | {guess_text(f['guesses']):<20} | "
+                                      f"{f['requests']:>8} | {tokens(f):>18} | {guess_text(f['guesses']):<20} | "
                                       f"{pair(f['it2'], f['it2_bound']):<22} | "
                                       f"{pair(f['it_others'], f['it_others_bound']):<22} | "
                                       f"{pair(f['final'], f['final_bound']):<22} | {pair(f['run'], f['run_bound']):<22} | "

@@ -4,6 +4,8 @@ was right, a bounded cost when it was not."""
 from __future__ import annotations
 
 import random
+
+import pytest
 import threading
 import time
 from types import SimpleNamespace
@@ -183,3 +185,17 @@ def test_a_guess_whose_expected_saving_is_below_its_cost_is_not_sent():
             pf.close()
     assert sent == {0.01: 0, 2.0: 1}
     assert not worth_sending(1 / 3, 2, 0.01, 4000, 1000.0) and worth_sending(1 / 3, 2, 2.0, 4000, 4000.0)
+
+
+def test_the_odds_of_a_guess_learn_from_the_children_the_run_has_made():
+    from mstar.iteration.rotating_prefetch import draw_odds
+    seen = [_entry("a", 0.5), _entry("b", 0.4)]
+    best = lambda candidates, rng: max(candidates, key=lambda e: e.static_score)   # noqa: E731
+    child = _entry("child", 0.0)
+    prior = dict((e.program_id, p) for e, p in draw_odds(best, seen, seen[1], child, random.Random))
+    # Before any child: a is drawn unless the child joins as the best (one outcome of three).
+    assert prior == pytest.approx({"a": 2 / 3, "child": 1 / 3})
+    # Three children that lost 0.1 to their parents, one that did not join: a, five times in six.
+    learnt = dict((e.program_id, p) for e, p in draw_odds(best, seen, seen[1], child, random.Random,
+                                                          [-0.1, -0.1, -0.1, None]))
+    assert learnt == pytest.approx({"a": 6 / 7, "child": 1 / 7})

@@ -34,8 +34,9 @@ before it is sent, and sent only when
 
   p        the probability that its program is the next parent. The draw is deterministic once
            the outcome is known (the next iteration's generator is fixed), so p is the share of the
-           outcomes above whose draw picks it, each outcome weighted by how often it has happened
-           in this run so far (counted from the pool each iteration sees; one of each to start).
+           outcomes whose draw picks it: the three above, and one for each earlier child of this
+           run, at its own gain over its parent (or not joining, as it did) -- so a run whose
+           children lose learns that they do.
   chain    the replies a right guess takes off the iteration's critical path: the chain of the
            guesses evaluated so far (chain_calls), 2 before any (a question's formulation, then its
            answer); 1 for a guess of formulations only.
@@ -48,7 +49,7 @@ before it is sent, and sent only when
   worth    the prompt tokens one second of the run's wall time is worth: `--guess-worth`
            (EvolutionConfig.guess_worth). Its default, WORTH, sends at 2,000 ms a guess that is
            one in three (the start: no outcome seen) and keeps at 300 ms only the likelier ones;
-           the figures it was set by are in docs/performance.md (bench/bench_lead.py): a default run's
+           the figures it was set by are in docs/guesses.md (bench/bench_lead.py): a default run's
            prompt tokens within 0.9x of the code before this rule (8aa27d6) and no more requests.
            0 sends only sure guesses (p = 1); `--no-prefetch` none.
 
@@ -92,21 +93,21 @@ FIRST_CHAIN = 2        # replies in a row a rotating evaluation takes before any
 
 
 def draw_odds(select, seen: list[PoolEntry], parent: PoolEntry, child: PoolEntry, rng_for,
-              weights: tuple[float, ...] = (1.0, 1.0, 1.0)) -> list[tuple[PoolEntry, float]]:
-    """The programs the next iteration's draw picks under the outcomes that decide it (the child
-    does not join, joins at its parent's score, joins as the best), each with the probability that
-    it is picked: the summed weight of the outcomes that pick it. `select(candidates, rng)`: the
-    run's parent selection; `rng_for()`: a new instance of the next iteration's generator; `child`:
-    the child being evaluated (its score is replaced by each outcome's)."""
+              gains: list[float | None] = ()) -> list[tuple[PoolEntry, float]]:
+    """The programs the next iteration's draw picks under the outcomes that decide it, each with
+    the probability that it is picked: the share of the outcomes that pick it. The outcomes: the
+    child does not join, joins at its parent's score, joins as the best -- and one more for each
+    earlier child of the run, at its own gain over its parent (`gains`; None: it did not join).
+    `select(candidates, rng)`: the run's parent selection; `rng_for()`: a new instance of the next
+    iteration's generator; `child`: the child being evaluated (its score is each outcome's)."""
     base = [e for e in seen if not e.no_change] or list(seen)   # as the loop filters them
     best = max(e.static_score for e in seen)
-    outcomes = [base, base + [replace(child, static_score=parent.static_score)],
-                base + [replace(child, static_score=best + GAIN)]]
-    total = sum(weights)
+    scores = [None, parent.static_score, best + GAIN] + [None if g is None else parent.static_score + g for g in gains]
     picked: dict[str, list] = {}
-    for candidates, weight in zip(outcomes, weights):
+    for score in scores:
+        candidates = base if score is None else base + [replace(child, static_score=score)]
         entry = select(candidates, rng_for())
-        picked.setdefault(entry.program_id, [entry, 0.0])[1] += weight / total
+        picked.setdefault(entry.program_id, [entry, 0.0])[1] += 1 / len(scores)
     return [(entry, odds) for entry, odds in picked.values()]
 
 
@@ -156,8 +157,8 @@ class RotatingPrefetch:
         # (iteration, program text) -> its guess and its evaluation (None: formulations only)
         self._ahead: dict[tuple[int, str], tuple[Guess, Future | None]] = {}
         self.guesses: list[Guess] = []
-        self.declined: dict[int, int] = {}   # iteration -> guesses the rule did not send for it
-        self._seen_outcomes = [1, 1, 1]      # no join, joins, joins as the best: one of each to start
+        self.declined: set[tuple[int, str]] = set()   # (iteration, program id) the rule did not send
+        self._gains: list[float | None] = []   # each earlier child's gain over its parent (None: not joined)
         self._learnt: set[int] = set()
         self._lock = threading.Lock()
 
@@ -221,12 +222,14 @@ class RotatingPrefetch:
         """For iteration `iteration`'s event: its guesses (those made for its batch) as `tally` counts them."""
         with self._lock:
             mine = [g for g in self.guesses if g.iteration == iteration]
-            return {"guesses": tally(mine, self.declined.get(iteration, 0))} if mine or iteration in self.declined else {}
+            declined = sum(1 for it, pid in self.declined if it == iteration and pid not in {g.program_id for g in mine})
+            return {"guesses": tally(mine, declined)} if mine or declined else {}
 
     def report(self) -> dict:
         """The run's guesses, for summary.json: `tally` of them all, and each one."""
         with self._lock:
-            return {**tally(self.guesses, sum(self.declined.values())), "worth": self.worth,
+            sent = {(g.iteration, g.program_id) for g in self.guesses}
+            return {**tally(self.guesses, len(self.declined - sent)), "worth": self.worth,
                     "each": [g.to_dict() for g in self.guesses]}
 
     def ask(self, iteration: int, sources: list[str], work: llm_scope.Background | None = None) -> int:
@@ -251,7 +254,7 @@ class RotatingPrefetch:
 
     # ------------------------------------------------------------ what a guess is worth
     def _odds(self, select, seen, parent, child, rng_for) -> list[tuple[PoolEntry, float]]:
-        return draw_odds(select, seen, parent, child, rng_for, tuple(float(w) for w in self._seen_outcomes))
+        return draw_odds(select, seen, parent, child, rng_for, list(self._gains))
 
     def _learn(self, iteration: int, seen: list[PoolEntry]) -> None:
         """The outcome of the iteration before `iteration`, read from the pool this one sees."""
@@ -260,11 +263,9 @@ class RotatingPrefetch:
             return
         self._learnt.add(before)
         child = next((e for e in seen if e.program_id == f"iter_{before:03d}"), None)
-        others = [e.static_score for e in seen if e is not child]
-        if child is None or child.no_change:
-            self._seen_outcomes[0] += 1
-        else:
-            self._seen_outcomes[2 if others and child.static_score > max(others) else 1] += 1
+        parent = next((e for e in seen if child is not None and e.program_id == child.parent_id), None)
+        joined = child is not None and not child.no_change and parent is not None
+        self._gains.append(child.static_score - parent.static_score if joined else None)
 
     def _offer(self, iteration: int, entry: PoolEntry, odds: float, *, take_prestart: bool,
                price_as: PoolEntry | None = None) -> int:
@@ -279,7 +280,7 @@ class RotatingPrefetch:
             chain, tokens = self._cost(records, entry, formulations_only, price_as or entry)
             if not worth_sending(odds, chain, self._latency(records), tokens, self.worth):
                 with self._lock:
-                    self.declined[iteration] = self.declined.get(iteration, 0) + 1
+                    self.declined.add((iteration, entry.program_id))
                 return 0
         return self._launch(iteration, entry.source, take_prestart=take_prestart, program_id=entry.program_id,
                             odds=odds)
@@ -295,9 +296,10 @@ class RotatingPrefetch:
         prompts of `price_as`'s static evaluation, scaled to a batch."""
         kind = "formulations" if formulations_only else "evaluation"
         with self._lock:
-            # Measured: an evaluation that ran to its end; formulations asked for an iteration that has drawn.
+            # Measured: an evaluation that ran to its end before any cancel (one cancelled on the way
+            # sent part of its calls), formulations of a right guess (never cancelled).
             done = [g for g in self.guesses if g.kind == kind and (g.chain is not None if kind == "evaluation"
-                                                                    else g.used is not None)]
+                                                                    else g.used is True)]
         own = [g for g in done if g.program_id == entry.program_id]
         chains = [g.chain for g in done if g.chain is not None]
         chain = 1.0 if formulations_only else statistics.fmean(chains) if chains else float(FIRST_CHAIN)
@@ -341,7 +343,9 @@ class RotatingPrefetch:
 
     def _evaluate(self, job: EvalJob, guess: Guess) -> None:
         try:
-            guess.chain = self.executor.run(job).chain_calls
+            result = self.executor.run(job)
+            if not guess.work.cancelled:   # a cancelled guess's calls failed unsent: it measured nothing
+                guess.chain = result.chain_calls
         except Exception:  # noqa: BLE001 -- a failed guess is no evaluation's error: the evaluation runs again
             pass
 
