@@ -19,8 +19,8 @@ venv at DIR/.venv -- e.g. the code of 8aa27d6, the token baseline of issue 43). 
 
   requests / prompt tokens   sent to the server over the whole run (cache hits are not requests);
                              in brackets the race's (the confirmation's) prompt tokens
-  guesses                    used / sent and the prompt tokens they cost (summary.json; "-" for an
-                             engine that does not report them)
+  guesses                    used / sent, -declined (not sent: not worth it), and the prompt tokens
+                             the sent ones cost (summary.json; "-": an engine that does not count them)
   iteration s                iteration 2 and the median of the others, each beside its bound
   final s                    confirmation (the race) + the test, beside its bound
   run s                      the run (summary.json seconds), beside its bound
@@ -145,7 +145,15 @@ def tokens(f: dict) -> str:
 def guess_text(g: dict | None) -> str:
     if not g:
         return "-"
-    return f"{g['used']}/{g['sent']}, {g['prompt_tokens'] / 1000:.1f}k tok"
+    return f"{g['used']}/{g['sent']} -{g.get('declined', 0)}, {g['prompt_tokens'] / 1000:.1f}k"
+
+
+def row(cell: tuple, f: dict) -> str:
+    workload, lat, n, rot, name = cell
+    return (f"| {workload:<8} | {lat * 1000:>5.0f} | {n:>2} | {rot:<8} | {name:<6} | {f['requests']:>8} | "
+            f"{tokens(f):>18} | {guess_text(f['guesses']):<20} | {pair(f['it2'], f['it2_bound']):<22} | "
+            f"{pair(f['it_others'], f['it_others_bound']):<22} | {pair(f['final'], f['final_bound']):<22} | "
+            f"{pair(f['run'], f['run_bound']):<22} | {f['champion']} (race {f['race']} replies, {f['race_stop']}) |")
 
 
 def main() -> int:
@@ -171,7 +179,7 @@ def main() -> int:
     print(f"core speed {bt.core_speed():.0f} ms at the start (a fixed loop; larger = a busier machine); "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     header = (f"| {'workload':<8} | {'ms':>5} | {'it':>2} | {'rotating':<8} | {'engine':<6} | {'requests':>8} | "
-              f"{'prompt tok (race)':>18} | {'guesses used/sent':<20} | {'iteration 2 s / bound':<22} | "
+              f"{'prompt tok (race)':>18} | {'guesses used/sent -no':<20} | {'iteration 2 s / bound':<22} | "
               f"{'others median / bound':<22} | {'final s / bound':<22} | {'run s / bound':<22} | champion |")
     print(header)
     print("|" + "|".join("-" * (len(c) + 0) for c in header.split("|")[1:-1]) + "|", flush=True)
@@ -193,14 +201,7 @@ def main() -> int:
                                 if not (args.keep and (root / slug / "summary.json").exists()):
                                     evolve(python, root / slug, task, bt.config_file(root, url, f"cache-{slug}"), n,
                                            *extra)
-                                f = figures(root / slug, lat)
-                                print(f"| {workload:<8} | {lat * 1000:>5.0f} | {n:>2} | {rot:<8} | {name:<6} | "
-                                      f"{f['requests']:>8} | {tokens(f):>18} | {guess_text(f['guesses']):<20} | "
-                                      f"{pair(f['it2'], f['it2_bound']):<22} | "
-                                      f"{pair(f['it_others'], f['it_others_bound']):<22} | "
-                                      f"{pair(f['final'], f['final_bound']):<22} | {pair(f['run'], f['run_bound']):<22} | "
-                                      f"{f['champion']}{' (race ' + str(f['race']) + ' replies, ' + f['race_stop'] + ')'} |",
-                                      flush=True)
+                                print(row((workload, lat, n, rot, name), figures(root / slug, lat)), flush=True)
     print(f"core speed {bt.core_speed():.0f} ms at the end; load average {os.getloadavg()[0]:.1f}")
     return 0
 

@@ -44,14 +44,18 @@ before it is sent, and sent only when
            ledger (a reply that also waited for a slot took longer than the endpoint did).
   tokens   the prompt tokens of the program's batch: what its own guesses cost so far, else its
            static evaluation's question prompts (formulations, the reads' toolkit calls, answers,
-           cache hits included; a child being proposed: its parent's) per question times the batch size. Programs differ
-           tenfold: llm_summarizer's read sends ~7,500 tokens to the toolkit per question.
+           cache hits included; a child being proposed: its parent's) per question times the batch
+           size. Programs differ tenfold: llm_summarizer's read sends ~7,500 tokens to the toolkit
+           per question.
   worth    the prompt tokens one second of the run's wall time is worth: `--guess-worth`
-           (EvolutionConfig.guess_worth). Its default, WORTH, sends at 2,000 ms a guess that is
-           one in three (the start: no outcome seen) and keeps at 300 ms only the likelier ones;
-           the figures it was set by are in docs/guesses.md (bench/bench_lead.py): a default run's
-           prompt tokens within 0.9x of the code before this rule (8aa27d6) and no more requests.
-           0 sends only sure guesses (p = 1); `--no-prefetch` none.
+           (EvolutionConfig.guess_worth, 4,000). With a chain of 2, a guess right one time in three
+           is sent at 2,000 ms when its batch costs under ~8,000 prompt tokens (vector_search's: ~3,500;
+           llm_summarizer's: ~38,000), at 300 ms under ~1,200; one right two times in three under
+           ~32,000 and ~4,800. Why this default: a right guess saves its chain once, a wrong one
+           wastes its batch, and a default run must send no more than the code before this rule
+           (8aa27d6) on the 30-session LoCoMo workload (docs/guesses.md, bench/bench_lead.py):
+           at 300 ms nothing here is worth guessing, at 2,000 ms the cheap guesses are. 0 sends
+           only sure guesses (p = 1), a huge value every guess (as before), `--no-prefetch` none.
 
 What the guesses cost and how many were used (their program became the next parent) is counted
 per guess (its calls' requests and prompt tokens: llm.scope.Background.charge): each iteration's
@@ -222,7 +226,8 @@ class RotatingPrefetch:
         """For iteration `iteration`'s event: its guesses (those made for its batch) as `tally` counts them."""
         with self._lock:
             mine = [g for g in self.guesses if g.iteration == iteration]
-            declined = sum(1 for it, pid in self.declined if it == iteration and pid not in {g.program_id for g in mine})
+            sent = {g.program_id for g in mine}
+            declined = sum(1 for it, pid in self.declined if it == iteration and pid not in sent)
             return {"guesses": tally(mine, declined)} if mine or declined else {}
 
     def report(self) -> dict:

@@ -72,7 +72,8 @@ def guesses(iterations: list) -> dict | None:
     counts = [e.timing["guesses"] for e in iterations if isinstance((e.timing or {}).get("guesses"), dict)]
     if not counts:
         return None
-    return {k: sum(int(c.get(k) or 0) for c in counts) for k in ("sent", "used", "declined", "requests", "prompt_tokens")}
+    return {k: sum(int(c.get(k) or 0) for c in counts)
+            for k in ("sent", "used", "declined", "requests", "prompt_tokens")}
 
 
 def progress(view: RunView, usage_path, now: float, last_event_at: float | None) -> dict:
