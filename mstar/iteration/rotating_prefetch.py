@@ -51,10 +51,11 @@ before it is sent, and sent only when
            (EvolutionConfig.guess_worth, 4,000). With a chain of 2, a guess right one time in three
            is sent at 2,000 ms when its batch costs under ~8,000 prompt tokens (vector_search's: ~3,500;
            llm_summarizer's: ~38,000), at 300 ms under ~1,200; one right two times in three under
-           ~32,000 and ~4,800. Why this default: a right guess saves its chain once, a wrong one
-           wastes its batch, and a default run must send no more than the code before this rule
-           (8aa27d6) on the 30-session LoCoMo workload (docs/guesses.md, bench/bench_lead.py):
-           at 300 ms nothing here is worth guessing, at 2,000 ms the cheap guesses are. 0 sends
+           ~32,000 and ~4,800. Why this default: on the 30-session LoCoMo workload
+           (docs/guesses.md, bench/bench_lead.py) a default run at 300 ms sends what one with
+           `--no-prefetch` sends, and at 2,000 ms 9 requests (0.5% of its prompt tokens) more for
+           11 s less (58.4 -> 47.5 s): the guesses keep to the token target of issue 43 (within
+           0.9x of 8aa27d6) as far as a run without them does, and keep most of their saving. 0 sends
            only sure guesses (p = 1), a huge value every guess (as before), `--no-prefetch` none.
 
 What the guesses cost and how many were used (their program became the next parent) is counted
