@@ -181,6 +181,9 @@ def check_numbers(args) -> str | None:
     tau = getattr(args, "tau", None)
     if tau is not None and not tau > 0:  # also NaN
         return f"--tau {tau}: give a temperature above 0, e.g. {EvolutionConfig.tau}"
+    worth = getattr(args, "guess_worth", None)
+    if worth is not None and not 0 <= worth < float("inf"):   # also NaN
+        return f"--guess-worth {worth}: give the prompt tokens a second is worth, 0 or more, e.g. 4000"
     share = getattr(args, "confirm_budget", None)
     if share is not None and not 0 < share <= 10:   # also NaN
         return f"--confirm-budget {share}: give a share of the tokens the run asked above 0, e.g. 0.1 (10%)"
