@@ -14,7 +14,8 @@ from failure_helpers import endpoint, events, stable, usage
 
 from mstar.cli import main
 from mstar.pool import PoolEntry
-from mstar.iteration.rotating_prefetch import RotatingPrefetch, next_parents, worth_sending
+from mstar.iteration.guesses import draw_odds, next_parents, worth_sending
+from mstar.iteration.rotating_prefetch import RotatingPrefetch
 from mstar.llm.ledger import Ledger
 from mstar.llm.types import UsageRecord
 from mstar.strategies.selection import SoftmaxSelection
@@ -188,7 +189,6 @@ def test_a_guess_whose_expected_saving_is_below_its_cost_is_not_sent():
 
 
 def test_the_odds_of_a_guess_learn_from_the_children_the_run_has_made():
-    from mstar.iteration.rotating_prefetch import draw_odds
     seen = [_entry("a", 0.5), _entry("b", 0.4)]
     best = lambda candidates, rng: max(candidates, key=lambda e: e.static_score)   # noqa: E731
     child = _entry("child", 0.0)

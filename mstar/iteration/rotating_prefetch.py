@@ -77,13 +77,13 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
-from dataclasses import dataclass, field, replace
 
 from mstar.agent import formulation_messages
 from mstar.config import EvolutionConfig
 from mstar.evaluation.read_state import read_changes_state
 from mstar.evaluation.sessions import LOAD_INFO
 from mstar.execution import EvalJob
+from mstar.iteration.guesses import Guess, batch_tokens, draw_odds, reply_latency, tally, worth_sending
 from mstar.llm import scope as llm_scope
 from mstar.llm.slots import LAST
 from mstar.pool import PoolEntry
@@ -91,64 +91,9 @@ from mstar.pool import PoolEntry
 # The ledger's scope of these requests: the run's spend counts them, no iteration's does (a guess
 # for iteration n is made during n - 1 and may be for nothing), so what the guesses cost is one line.
 SCOPE = llm_scope.PREFETCH
-GAIN = 0.05            # "joins as the best": this far above the pool's best static score
-OUTCOMES = 3           # the draws made ahead: at most this many programs per iteration, and the child
+OUTCOMES = 3           # evaluations ahead at once: one per outcome above, and the child (more wait their turn)
 WORTH = EvolutionConfig.guess_worth   # prompt tokens a second of wall time is worth, by default (see above)
 FIRST_CHAIN = 2        # replies in a row a rotating evaluation takes before any guess has measured it
-
-
-def draw_odds(select, seen: list[PoolEntry], parent: PoolEntry, child: PoolEntry, rng_for,
-              gains: list[float | None] = ()) -> list[tuple[PoolEntry, float]]:
-    """The programs the next iteration's draw picks under the outcomes that decide it, each with
-    the probability that it is picked: the share of the outcomes that pick it. The outcomes: the
-    child does not join, joins at its parent's score, joins as the best -- and one more for each
-    earlier child of the run, at its own gain over its parent (`gains`; None: it did not join).
-    `select(candidates, rng)`: the run's parent selection; `rng_for()`: a new instance of the next
-    iteration's generator; `child`: the child being evaluated (its score is each outcome's)."""
-    base = [e for e in seen if not e.no_change] or list(seen)   # as the loop filters them
-    best = max(e.static_score for e in seen)
-    scores = [None, parent.static_score, best + GAIN] + [None if g is None else parent.static_score + g for g in gains]
-    picked: dict[str, list] = {}
-    for score in scores:
-        candidates = base if score is None else base + [replace(child, static_score=score)]
-        entry = select(candidates, rng_for())
-        picked.setdefault(entry.program_id, [entry, 0.0])[1] += 1 / len(scores)
-    return [(entry, odds) for entry, odds in picked.values()]
-
-
-def next_parents(select, seen: list[PoolEntry], parent: PoolEntry, child: PoolEntry, rng_for) -> list[PoolEntry]:
-    """The programs of `draw_odds`, without their odds."""
-    return [entry for entry, _ in draw_odds(select, seen, parent, child, rng_for)]
-
-
-def worth_sending(odds: float, chain: float, latency_s: float, tokens: float, worth: float) -> bool:
-    """The rule of the module docstring: the expected seconds a guess saves, priced at `worth`
-    tokens a second, against the expected tokens it wastes."""
-    return odds * chain * latency_s * worth >= (1.0 - odds) * tokens
-
-
-@dataclass
-class Guess:
-    """One program evaluated (or its formulations asked) ahead on a later iteration's batch."""
-    iteration: int            # the iteration whose batch it is
-    program_id: str
-    odds: float               # the probability, when it was sent, that its program is that iteration's parent
-    kind: str                 # "evaluation" | "formulations"
-    work: llm_scope.Background = field(default_factory=llm_scope.Background, repr=False)
-    chain: int | None = None  # its evaluation's replies in a row, once it has run
-    used: bool | None = None  # its program became the parent (None: that iteration has not drawn yet)
-
-    def to_dict(self) -> dict:
-        return {"iteration": self.iteration, "program_id": self.program_id, "odds": round(self.odds, 3),
-                "kind": self.kind, "used": self.used, "requests": self.work.requests,
-                "prompt_tokens": self.work.prompt_tokens}
-
-
-def tally(guesses: list[Guess], declined: int = 0) -> dict:
-    """Guesses used / sent and what they cost (summary.json's "guesses", an iteration's timing)."""
-    return {"sent": len(guesses), "used": sum(1 for g in guesses if g.used), "declined": declined,
-            "requests": sum(g.work.requests for g in guesses),
-            "prompt_tokens": sum(g.work.prompt_tokens for g in guesses)}
 
 
 class RotatingPrefetch:
@@ -284,18 +229,12 @@ class RotatingPrefetch:
             formulations_only = read_changes_state(entry.source)
             records = self.router.ledger.snapshot()
             chain, tokens = self._cost(records, entry, formulations_only, price_as or entry)
-            if not worth_sending(odds, chain, self._latency(records), tokens, self.worth):
+            if not worth_sending(odds, chain, reply_latency(records), tokens, self.worth):
                 with self._lock:
                     self.declined.add((iteration, entry.program_id))
                 return 0
         return self._launch(iteration, entry.source, take_prestart=take_prestart, program_id=entry.program_id,
                             odds=odds)
-
-    @staticmethod
-    def _latency(records) -> float:
-        """The endpoint's seconds per reply: the lower quartile of the task role's replies."""
-        replies = sorted(r.latency_s for r in records if r.role == "task" and not r.cache_hit and not r.error)
-        return replies[len(replies) // 4] if replies else 0.0
 
     def _cost(self, records, entry: PoolEntry, formulations_only: bool, price_as: PoolEntry) -> tuple[float, float]:
         """(chain, tokens) of a guess of `entry`: what its own guesses measured, else the question
@@ -311,21 +250,8 @@ class RotatingPrefetch:
         chain = 1.0 if formulations_only else statistics.fmean(chains) if chains else float(FIRST_CHAIN)
         if own:
             return chain, statistics.fmean(g.work.prompt_tokens for g in own)
-        return chain, self._static_tokens(records, price_as, formulations_only)
-
-    def _static_tokens(self, records, entry: PoolEntry, formulations_only: bool) -> float:
-        """The prompt tokens a batch of `entry`'s questions costs, from its static evaluation in the
-        ledger (a seed's scope, or a child's iteration after its reflector's last call), answered
-        from the cache or not. Extractions are writes, not a question's prompts."""
-        scoped = entry.program_id if entry.parent_id is None else f"iter_{entry.iteration:03d}"
-        recs = [r for r in records if r.scope == scoped]
-        if entry.parent_id is not None:
-            recs = recs[1 + max((i for i, r in enumerate(recs) if r.role == "reflector"), default=-1):]
-        # Cache hits count: a child's reads ask the toolkit what its parent's asked (hits in its static
-        # evaluation), but on a new batch every question's prompts are new.
-        tokens = sum(r.prompt_tokens for r in recs if r.role != "reflector" and r.kind != "extract_knowledge_item"
-                     and (not formulations_only or r.kind == "formulate_query"))
-        return tokens / max(1, len(self.split.static)) * self.ev.rotating_size
+        return chain, batch_tokens(records, price_as, formulations_only, len(self.split.static),
+                                   self.ev.rotating_size)
 
     # ------------------------------------------------------------ sending
     def _launch(self, iteration: int, source: str, *, take_prestart: bool, program_id: str = "",
