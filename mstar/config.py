@@ -83,6 +83,8 @@ class EvolutionConfig:
                                        # "reuse": its static-set cases are reused (the official code)
     prefetch: bool = True              # with "fresh", the next batch is evaluated ahead for the likely next
                                        # parents (mstar/iteration/rotating_prefetch.py; needs the response cache)
+    guess_worth: float = 4000.0        # ... each guess sent only when the seconds it is likely to save, at this
+                                       # many prompt tokens a second, outweigh the tokens it is likely to waste
     keep_sessions: int = 8             # ingested knowledge bases kept alive for the next evaluation
     outage_threshold: float = 0.2      # failed share of an evaluation's LLM calls that stops the run
     executor: str = "local"            # "local" or "ray"

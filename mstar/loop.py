@@ -289,7 +289,7 @@ class Evolution:
                 self._join(child, res)
             self.remember(record)
             record.best_static_score = self.pool.best().static_score
-            timing["gates_s"] = round(outcome.gate_seconds, 3)
+            timing.update(gates_s=round(outcome.gate_seconds, 3), **self.prefetch.account(iteration))
             record.timing, record.seconds = timing, round(time.perf_counter() - t0, 3)
             self._event(record)
 

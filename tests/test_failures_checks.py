@@ -46,6 +46,8 @@ def test_a_seed_file_that_passes_its_gates_is_accepted(tmp_path, capsys):
     (["--confirm-budget", "0"], "--confirm-budget 0.0: give a share of the tokens the run asked above 0, e.g. 0.1 (10%)"),
     (["--confirm-budget", "nan"], "--confirm-budget nan: give a share of the tokens the run asked above 0, e.g. 0.1 (10%)"),
     (["--patience", "0"], "--patience 0: give 1 or more iterations"),
+    (["--guess-worth", "-1"], "--guess-worth -1.0: give the prompt tokens a second is worth, 0 or more, e.g. 4000"),
+    (["--guess-worth", "nan"], "--guess-worth nan: give the prompt tokens a second is worth, 0 or more, e.g. 4000"),
     (["--max-tokens", "0"], "--max-tokens 0: give a budget above 0"),
 ])
 def test_numbers_out_of_range_are_refused_with_one_line(tmp_path, capsys, flags, message):
@@ -62,12 +64,13 @@ def test_algorithm_flags_reach_the_run_configuration():
     args = build_parser().parse_args(["evolve", "--selection", "max", "--tau", "0.3", "--toolkit-budget", "4",
                                       "--runtime-fix-rounds", "0", "--split-seed", "7", "--confirm-top", "2",
                                       "--confirm-size", "20", "--confirm-rounds", "5", "--pick", "static",
-                                      "--prompts", "paper", "--confirm-budget", "0.25", "--patience", "12"])
+                                      "--prompts", "paper", "--confirm-budget", "0.25", "--patience", "12",
+                                      "--guess-worth", "250"])
     cfg = resolve_config(args)
     ev = cfg.evolution
     assert (ev.selection, ev.tau, ev.runtime_fix_rounds, ev.split_seed, ev.confirm_top, ev.confirm_size,
             ev.confirm_rounds, ev.pick, ev.prompts) == ("max", 0.3, 0, 7, 2, 20, 5, "static", "paper")
-    assert (ev.confirm_budget, ev.patience) == (0.25, 12)
+    assert (ev.confirm_budget, ev.patience, ev.guess_worth) == (0.25, 12, 250.0)
     assert cfg.sandbox.llm_calls_per_op == 4
     defaults = resolve_config(build_parser().parse_args(["evolve"]))
     assert defaults.evolution.selection == "softmax" and defaults.sandbox.llm_calls_per_op == 1

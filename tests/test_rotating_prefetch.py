@@ -4,6 +4,8 @@ was right, a bounded cost when it was not."""
 from __future__ import annotations
 
 import random
+
+import pytest
 import threading
 import time
 from types import SimpleNamespace
@@ -12,12 +14,17 @@ from failure_helpers import endpoint, events, stable, usage
 
 from mstar.cli import main
 from mstar.pool import PoolEntry
-from mstar.iteration.rotating_prefetch import RotatingPrefetch, next_parents
+from mstar.iteration.guesses import draw_odds, next_parents, worth_sending
+from mstar.iteration.rotating_prefetch import RotatingPrefetch
+from mstar.llm.ledger import Ledger
+from mstar.llm.types import UsageRecord
 from mstar.strategies.selection import SoftmaxSelection
 from mstar.testing.fake_server import FakeOpenAIServer, offline_responder
 
 RUN = ["evolve", "--task", "sample", "--size", "0.3", "--static-size", "6", "--iterations", "4", "--seed", "3",
        "--confirm-size", "0", "--quiet"]
+# Every guess is worth its tokens at this price: the guesses the draw suggests are all sent.
+EVERY_GUESS = ("--guess-worth", "1e12")
 
 
 def _run(tmp_path, name: str, *extra: str):
@@ -29,7 +36,7 @@ def _run(tmp_path, name: str, *extra: str):
 
 
 def test_the_prefetch_keeps_the_lineage_and_shortens_the_rotating_evaluations(tmp_path):
-    on, sent_on = _run(tmp_path, "on")
+    on, sent_on = _run(tmp_path, "on", *EVERY_GUESS)
     off, sent_off = _run(tmp_path, "off", "--no-prefetch")
     ev_on, ev_off = events(on), events(off)
     # The same parents, batches, children and scores (replay keys name the server's port: they differ).
@@ -87,11 +94,11 @@ class _Executor:
         self.release.wait(10)
 
 
-def _prefetch(executor) -> RotatingPrefetch:
-    evolution = SimpleNamespace(rotating_size=2, iterations=5, seed=0)
-    split = SimpleNamespace(batch=lambda size, iteration, seed: [iteration, iteration + 1])
+def _prefetch(executor, router=None, **knobs) -> RotatingPrefetch:
+    evolution = SimpleNamespace(rotating_size=2, iterations=5, seed=0, **knobs)
+    split = SimpleNamespace(batch=lambda size, iteration, seed: [iteration, iteration + 1], static=list(range(4)))
     task = SimpleNamespace(validation=[SimpleNamespace(id=str(i)) for i in range(10)])
-    return RotatingPrefetch(router=None, task=task, split=split, cfg=SimpleNamespace(evolution=evolution),
+    return RotatingPrefetch(router=router, task=task, split=split, cfg=SimpleNamespace(evolution=evolution),
                             executor=executor)
 
 
@@ -117,3 +124,78 @@ def test_a_guess_is_waited_for_and_a_program_whose_read_changes_its_state_is_not
     finally:
         ex.release.set()
         pf.close()
+
+
+def test_each_guess_is_counted_used_or_not_in_the_events_the_summary_and_the_end_lines(tmp_path, capsys):
+    import json
+    run, _ = _run(tmp_path, "counted", *EVERY_GUESS)
+    said = " ".join(capsys.readouterr().out.split())
+    its = [e for e in events(run) if e["event"] == "iteration"]
+    guesses = json.loads((run / "summary.json").read_text())["guesses"]
+    each = guesses["each"]
+    # A guess is used exactly when its program is the parent its iteration drew.
+    parents = {e["iteration"]: e["parent_id"] for e in its}
+    assert each and all(g["used"] == (parents[g["iteration"]] == g["program_id"]) for g in each), (each, parents)
+    assert any(not g["used"] for g in each), "this run's draws leave a wrong guess (lineage of seed 3)"
+    assert guesses["used"] == sum(g["used"] for g in each) == sum(bool(e["timing"].get("rotating_ahead")) for e in its)
+    assert guesses["sent"] == len(each) and guesses["declined"] == 0
+    # What they cost is the ledger's prefetch scope, request for request and token for token.
+    asked = [r for r in usage(run) if r["scope"] == "prefetch" and not r["cache_hit"]]
+    assert guesses["requests"] == sum(1 + r["retries"] for r in asked) == sum(g["requests"] for g in each) > 0
+    assert guesses["prompt_tokens"] == sum(r["prompt_tokens"] for r in asked) == sum(g["prompt_tokens"] for g in each)
+    # Each iteration's event carries the guesses made for its batch (what the live view sums).
+    for e in its[1:]:
+        mine = [g for g in each if g["iteration"] == e["iteration"]]
+        assert e["timing"]["guesses"]["sent"] == len(mine)
+        assert e["timing"]["guesses"]["used"] == sum(g["used"] for g in mine)
+    from mstar.ui.live import guesses as live_guesses
+    from mstar.run import events as ev_types
+    live = live_guesses(ev_types.iterations(ev_types.read_lineage(run / "lineage.jsonl")))
+    assert (live["sent"], live["used"]) == (guesses["sent"], guesses["used"])
+    assert f"guesses {guesses['used']}/{guesses['sent']} used" in said
+    assert f"{guesses['prompt_tokens']:,} prompt tokens on them" in said
+
+
+def _ledger_router(latency_s: float, answer_tokens: int) -> SimpleNamespace:
+    """A router whose ledger holds seed_b's static evaluation: 4 questions, their prompts and replies."""
+    ledger = Ledger()
+    for kind in ("formulate_query", "answer") * 4:
+        ledger.add(UsageRecord("task", "m", "openai", answer_tokens, 5, latency_s, kind=kind, scope="seed_b"))
+    return SimpleNamespace(ledger=ledger)
+
+
+def test_a_guess_whose_expected_saving_is_below_its_cost_is_not_sent():
+    seen = [_entry("seed_a", 0.5), _entry("seed_b", 0.4)]
+    seen[0].source = seen[1].source = PURE     # both pure readers: evaluations, not formulations
+    seen[1].source = PURE + "# b\n"
+    last = lambda candidates, rng: candidates[-1]   # noqa: E731 -- the child when it joins, else seed_b: p = 1/3
+    sent = {}
+    for latency in (0.01, 2.0):
+        ex = _Executor()
+        ex.release.set()
+        pf = _prefetch(ex, _ledger_router(latency, answer_tokens=1000), guess_worth=4000.0)
+        try:
+            # seed_b's batch of 2 questions costs 2 x 2 x 1000 tokens, and it is wrong 2 times in 3: 2,667
+            # tokens expected lost. Saved: 1/3 x 2 replies x latency, at 4,000 tokens a second: 27 at 10 ms,
+            # 5,333 at 2 s.
+            sent[latency] = pf.ahead(1, seen, seen[0], last, lambda: random.Random(0))
+            time.sleep(0.1)
+            assert len(ex.jobs) == sent[latency]
+            assert pf.report()["declined"] == 1 - sent[latency]
+        finally:
+            pf.close()
+    assert sent == {0.01: 0, 2.0: 1}
+    assert not worth_sending(1 / 3, 2, 0.01, 4000, 1000.0) and worth_sending(1 / 3, 2, 2.0, 4000, 4000.0)
+
+
+def test_the_odds_of_a_guess_learn_from_the_children_the_run_has_made():
+    seen = [_entry("a", 0.5), _entry("b", 0.4)]
+    best = lambda candidates, rng: max(candidates, key=lambda e: e.static_score)   # noqa: E731
+    child = _entry("child", 0.0)
+    prior = dict((e.program_id, p) for e, p in draw_odds(best, seen, seen[1], child, random.Random))
+    # Before any child: a is drawn unless the child joins as the best (one outcome of three).
+    assert prior == pytest.approx({"a": 2 / 3, "child": 1 / 3})
+    # Three children that lost 0.1 to their parents, one that did not join: a, five times in six.
+    learnt = dict((e.program_id, p) for e, p in draw_odds(best, seen, seen[1], child, random.Random,
+                                                          [-0.1, -0.1, -0.1, None]))
+    assert learnt == pytest.approx({"a": 6 / 7, "child": 1 / 7})

@@ -27,6 +27,8 @@ class RunSummary:
     pick_rule: str = "static"           # how the champion (best_id) was chosen: "confirmed" or "static"
     picks: dict | None = None           # each rule's choice and its test score (mstar.final.champion)
     early_stop: str | None = None       # why a finished run ended before its last iteration (--patience)
+    guesses: dict | None = None         # the next batches evaluated ahead: sent, used, declined, requests,
+                                        # prompt_tokens, each (mstar/iteration/rotating_prefetch.py); None: none made
 
 
 def write_summary(evo, best, test, iterations: int, seconds: float, stop_reason: str | None,
@@ -43,7 +45,7 @@ def write_summary(evo, best, test, iterations: int, seconds: float, stop_reason:
         iterations=iterations, children_added=children, failed_iterations=max(0, iterations - children),
         seconds=round(seconds, 3), stop_reason=stop_reason, stop_kind=stop_kind,
         test_case_errors=test.case_errors if test else 0, pick_rule=pick_rule, picks=picks or {},
-        early_stop=early_stop)
+        early_stop=early_stop, guesses=_guesses(evo))
     if seed is not None and test is not None and seed_test is not None:
         summary.best_seed_id, summary.best_seed_test = seed.program_id, seed_test.mean_score
         summary.test_gain = paired_bootstrap(*paired_scores(test.cases, seed_test.cases)).to_dict()
@@ -54,3 +56,8 @@ def write_summary(evo, best, test, iterations: int, seconds: float, stop_reason:
         "llm": evo.router.report(),
         "pool": [{k: v for k, v in e.to_dict().items() if k != "source"} for e in entries]})
     return summary
+
+
+def _guesses(evo) -> dict | None:
+    prefetch = getattr(evo, "prefetch", None)
+    return prefetch.report() if prefetch is not None else None

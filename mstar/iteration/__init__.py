@@ -9,6 +9,8 @@
                                                                             never on a guess
   rotating_prefetch.py  the next iteration's rotating evaluation, asked    a guess only fills the cache: the
                         ahead for the likely parents                        lineage is the same without it
+  guesses.py            what a guess ahead is worth (the odds of its        a guess is sent only when its likely
+                        program, its batch's price) and what it cost        saving is worth its likely waste
 
 The loop is the only writer of the pool: these modules propose and check, the loop decides.
 """

@@ -76,6 +76,10 @@ def add_evolve_args(p: argparse.ArgumentParser) -> None:
                    help="with --rotating fresh, do not evaluate the next iteration's rotating batch ahead (by "
                         "default it is, for the likely next parents, while this iteration works: its replies are "
                         "in the cache when the guess is right; 5 questions' requests are spent when it is not)")
+    p.add_argument("--guess-worth", type=float, default=EvolutionConfig.guess_worth, metavar="TOKENS",
+                   help="prompt tokens one second of wall time is worth: a guess ahead is sent only when the "
+                        "seconds it is likely to save, at this price, outweigh the tokens it is likely to waste "
+                        "(default %(default)g; 0: only sure guesses; mstar/iteration/rotating_prefetch.py)")
     p.add_argument("--keep-sessions", type=int, default=EvolutionConfig.keep_sessions, metavar="N",
                    help="ingested knowledge bases kept alive for reuse (0 = re-ingest every time)")
     p.add_argument("--executor", choices=("local", "ray"), default=EvolutionConfig.executor,
@@ -146,6 +150,7 @@ def resolve_config(args) -> RunConfig:
                   embed_cache_dir=_embed_cache(getattr(args, "embed_cache", None)),
                   parallel=args.parallel, rotating=args.rotating, keep_sessions=args.keep_sessions,
                   prefetch=getattr(args, "prefetch", True),
+                  guess_worth=getattr(args, "guess_worth", EvolutionConfig.guess_worth),
                   executor=args.executor, ray_address=args.ray_address)
     evo = replace(evo, **{field: getattr(args, field) for field in ALGORITHM_FIELDS if hasattr(args, field)})
     sandbox = replace(SandboxConfig(), llm_calls_per_op=getattr(args, "toolkit_budget", SandboxConfig.llm_calls_per_op))
@@ -176,6 +181,9 @@ def check_numbers(args) -> str | None:
     tau = getattr(args, "tau", None)
     if tau is not None and not tau > 0:  # also NaN
         return f"--tau {tau}: give a temperature above 0, e.g. {EvolutionConfig.tau}"
+    worth = getattr(args, "guess_worth", None)
+    if worth is not None and not 0 <= worth < float("inf"):   # also NaN
+        return f"--guess-worth {worth}: give the prompt tokens a second is worth, 0 or more, e.g. 4000"
     share = getattr(args, "confirm_budget", None)
     if share is not None and not 0 < share <= 10:   # also NaN
         return f"--confirm-budget {share}: give a share of the tokens the run asked above 0, e.g. 0.1 (10%)"

@@ -332,18 +332,18 @@ class LLMRouter:
 
     def _record(self, role: str, resp: ChatResponse, kind: str, errors: list[str], error: str | None = None,
                 refused: int = 0, held: float = 0.0) -> None:
-        self.ledger.add(UsageRecord(
+        llm_scope.charge(self.ledger.add(UsageRecord(
             role, resp.model, resp.backend, resp.prompt_tokens, resp.completion_tokens, round(resp.latency_s, 4),
             error=error, cached_tokens=resp.cached_tokens, cache_hit=resp.cache_hit, retries=len(errors),
             attempt_errors=list(errors), kind=kind, finish_reason=resp.finish_reason, scope=llm_scope.current(),
-            rate_limited=refused, held_s=round(held, 4)))
+            rate_limited=refused, held_s=round(held, 4))))
 
     def _record_failure(self, role: str, backend: Backend, kind: str, message: str, errors: list[str],
                         t0: float, refused: int = 0, held: float = 0.0) -> None:
-        self.ledger.add(UsageRecord(
+        llm_scope.charge(self.ledger.add(UsageRecord(
             role, backend.model, backend.name, 0, 0, round(time.perf_counter() - t0, 4), error=message,
             retries=max(0, len(errors) - 1), attempt_errors=list(errors), kind=kind, scope=llm_scope.current(),
-            rate_limited=refused, held_s=round(held, 4)))
+            rate_limited=refused, held_s=round(held, 4))))
 
     # ------------------------------------------------------------ the ledger, for the loop and the CLI
     @property

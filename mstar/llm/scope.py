@@ -9,6 +9,7 @@ handed to a pool goes through `submit` (or `bind`), which carries the caller's s
 from __future__ import annotations
 
 import contextvars
+import threading
 from concurrent.futures import Executor, Future
 from typing import Any, Callable
 
@@ -34,6 +35,17 @@ class Background:
         self.priority = priority
         self.promoted = False
         self.cancelled = False
+        # What its calls sent (cache hits and shared flights are not requests): what a guess cost.
+        self.requests = self.prompt_tokens = 0
+        self._tally = threading.Lock()
+
+    def charge(self, record) -> None:
+        """Count one ledger record (a UsageRecord) made by this work's calls."""
+        if record.cache_hit:
+            return
+        with self._tally:
+            self.requests += 1 + record.retries
+            self.prompt_tokens += record.prompt_tokens
 
     def promote(self) -> None:
         self.promoted = True
@@ -55,6 +67,14 @@ def background_priority() -> int | None:
     """The priority of this context's calls when they are background work, else None."""
     work = _background.get()
     return work.priority if work is not None and not work.promoted else None
+
+
+def charge(record) -> None:
+    """The router's note of a call it recorded: the background work it was made for counts it
+    (promoted or not: a guess the iteration waits on is still the guess's cost)."""
+    work = _background.get()
+    if work is not None:
+        work.charge(record)
 
 
 def cancelled() -> bool:

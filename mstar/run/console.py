@@ -9,7 +9,7 @@ wider than the whole line (a long path) is cut, and then into pieces that keep e
 
 The rest are the lines of the start and end of a run, as pure functions of what they show:
 `legend_lines` (the terms, once per fresh run), `offline_note` (what offline scores are),
-`split_line`, `done_lines`, `held_out_lines`, `next_lines`. mstar/run/progress.py prints the lines
+`split_line`, `done_lines`, `held_out_lines`, `guess_lines`, `next_lines`. mstar/run/progress.py prints the lines
 of the iterations with them; mstar/library/printing.py the rest.
 """
 from __future__ import annotations
@@ -130,6 +130,18 @@ def held_out_lines(summary, width: int | None = None) -> list[str]:
                  f"(95% paired, {gain['n']} questions)", f"-- {verdict}"], width, sep=" ")
 
 
+def guess_lines(summary, width: int | None = None) -> list[str]:
+    """What the look-ahead guesses (the next iteration's parent evaluated on its batch while this
+    iteration works: mstar/iteration/rotating_prefetch.py) cost and how many were used; nothing
+    when the run made none."""
+    g = getattr(summary, "guesses", None)
+    if not g or not (g.get("sent") or g.get("declined")):
+        return []
+    declined = f"; {g['declined']} not sent (not worth their tokens)" if g.get("declined") else ""
+    return pack([f"guesses {g['used']}/{g['sent']} used", "(the next parent evaluated ahead):",
+                 f"{g['requests']} requests, {g['prompt_tokens']:,} prompt tokens on them{declined}"], width, sep=" ")
+
+
 def next_commands(root) -> list[tuple[str, str]]:
     """(command, what it gives) for a finished run in `root`, each runnable as written."""
     from pathlib import Path
@@ -189,6 +201,7 @@ def done_lines(summary, root, width: int | None = None, *, cli: bool = True) -> 
                    f"(best seed {summary.best_seed_static:.3f});",
                    f"{summary.children_added}/{summary.iterations} iterations added a child;",
                    f"{summary.seconds:.1f}s"], width, sep=" ")
+    lines += guess_lines(summary, width)
     lines += held_out_lines(summary, width)
     lines += pack([f"files   {root}/best_program.py,", "lineage.jsonl, programs/, cases/"], width, sep=" ")
     return lines + next_lines(root, width)

@@ -65,6 +65,17 @@ def recorded_spend(events: list) -> dict:
     return out
 
 
+def guesses(iterations: list) -> dict | None:
+    """The look-ahead guesses so far (the next parent evaluated on its batch ahead:
+    mstar/iteration/rotating_prefetch.py): used / sent and what they cost, summed over the events
+    of the iterations they were made for (timing["guesses"]); None when the run made none."""
+    counts = [e.timing["guesses"] for e in iterations if isinstance((e.timing or {}).get("guesses"), dict)]
+    if not counts:
+        return None
+    return {k: sum(int(c.get(k) or 0) for c in counts)
+            for k in ("sent", "used", "declined", "requests", "prompt_tokens")}
+
+
 def progress(view: RunView, usage_path, now: float, last_event_at: float | None) -> dict:
     """The live panel of a run page (a plain dict, served as JSON)."""
     evo = view.config.get("evolution", {})
@@ -97,6 +108,7 @@ def progress(view: RunView, usage_path, now: float, last_event_at: float | None)
             "ago_s": round(now - last.at, 1) if last.at else None},
         "last_minute": window(last_minute, 60.0),
         "spent": spent,
+        "guesses": guesses(iterations),
         "seconds_per_iteration": round(per_iteration_s, 2) if per_iteration_s else None,
         "eta_s": round(per_iteration_s * left, 1) if running and per_iteration_s and left else None,
         "projected": None if not left or tokens_per_it is None else {
@@ -107,5 +119,6 @@ def progress(view: RunView, usage_path, now: float, last_event_at: float | None)
         "parallel": parallel,
         "note": NOTE,
         "spent_note": "the sum over the recorded steps (seeds, iterations, confirmation, test); the next "
-                      "iterations' rotating evaluations run ahead are in none (llm_usage.jsonl, scope prefetch)",
+                      "iterations' rotating evaluations run ahead are in none (llm_usage.jsonl, scope prefetch): "
+                      "`guesses` counts them, by the iterations they were made for",
     }

@@ -34,6 +34,9 @@ function progressPanel(d) {
     tile("throttling, last minute", `${lm.rate_limited} × 429 · held ${lm.held_s.toFixed(1)}s`,
       "429 answers and seconds callers waited on the endpoint's limiter"),
     tile("spent", spent + ` · ${M.count(p.spent.calls)} calls`, p.spent_note),
+    p.guesses ? tile("guesses used / sent", `${p.guesses.used} / ${p.guesses.sent} · ${M.count(p.guesses.prompt_tokens)} tok`,
+      "the next parent evaluated ahead on its batch: used when it was drawn; the prompt tokens the guesses sent" +
+      (p.guesses.declined ? `; ${p.guesses.declined} not sent (not worth their tokens)` : "")) : null,
     tile("ETA", p.eta_s == null ? "–" : M.duration(p.eta_s),
       "mean duration of the last iterations × iterations left (confirmation and test not included)"),
     tile("projected spend", proj, p.projected ? "at the end of the iterations; excludes " + p.projected.excludes : null),
