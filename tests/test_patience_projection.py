@@ -7,6 +7,8 @@ import json
 from types import SimpleNamespace
 
 from mstar.cli import main
+from mstar.evaluation.records import CaseResult, EvalResult
+from mstar.pool import Pool, PoolEntry
 from mstar.run import events as ev_types
 from mstar.run.progress import ProgressPrinter
 from mstar.run.projection import Projection, Shape
@@ -166,7 +168,6 @@ def test_the_prefetchs_guesses_count_in_the_projection_though_no_event_carries_t
 
 def _evidence_run(scores: dict[str, dict]):
     """A run whose programs were scored on these items (static cases; no rotating batches)."""
-    from mstar.evaluation.records import CaseResult, EvalResult
     results = {pid: EvalResult(0.0, [CaseResult(q, "q", "a", "x", s, None, {}, "", []) for q, s in items.items()],
                                [], {}) for pid, items in scores.items()}
     return SimpleNamespace(static_result=results.get, rotating_scores=lambda pid: {})
@@ -204,3 +205,93 @@ def test_patience_waits_while_the_best_climbs_significantly_over_the_best_of_n_i
     assert said["patient"][3:6] == [None, None, None]
     assert patient.best_at == ["iter_001"] * 3 + ["iter_004"] * 5
     assert "not significantly better than the best of 3 iterations ago" in said["patient"][6]
+
+
+class _Run:
+    """A run as patience sees it (loop.Evolution's parts it reads): the pool, each program's static
+    cases, the rotating scores its parents were given. `step` does what Evolution.remember does:
+    the child joins, its parent's rotating scores are kept, then the stop condition observes."""
+
+    def __init__(self, rule: Patience, seed_static: dict[str, float]) -> None:
+        self.pool, self.rotating, self.results, self.rule, self.events = Pool(), {}, {}, rule, []
+        self.climbs: list[dict | None] = []     # what rule.climbing() said after each iteration
+        self._add("seed_a", None, 0, seed_static)
+        rule.bind(self)
+
+    def _add(self, pid, parent, it, static):
+        self.results[pid] = EvalResult(sum(static.values()) / len(static),
+                                       [CaseResult(q, "q", "a", "x", s, None, {}, "", []) for q, s in static.items()],
+                                       [], {})
+        self.pool.add(PoolEntry(pid, parent, it, "", self.results[pid].mean_score))
+
+    def static_result(self, pid):
+        return self.results.get(pid)
+
+    def rotating_scores(self, pid):
+        return dict(self.rotating.get(pid, {}))
+
+    def step(self, it: int, parent: str, static: dict[str, float], rotating: dict | None = None,
+             gain: bool = False) -> str | None:
+        pid = f"iter_{it:03d}"
+        self._add(pid, parent, it, static)
+        d = _iteration(it, gain=gain)
+        d.update(parent_id=parent, static_score=self.results[pid].mean_score, rotating_scores=rotating or {},
+                 best_static_score=self.pool.best().static_score, reference_id="seed_a")
+        if rotating:
+            self.rotating.setdefault(parent, {}).update(rotating)
+        self.events.append(ev_types.from_dict(d))
+        self.rule.observe(self.events[-1])
+        self.climbs.append(self.rule.climbing())
+        return self.rule.reason()
+
+
+def _items(prefix: str, n: int, right: int) -> dict[str, float]:
+    """n items of which the first `right` are answered (score 1), the rest not (0)."""
+    return {f"{prefix}{i}": float(i < right) for i in range(n)}
+
+
+def _lucky_then_better(later_rotating_right: int) -> tuple[list, Patience, _Run]:
+    """A `--rotating fresh` lineage: iter_001 is lucky on the 20 static items (18 right) and
+    answers 9 of the 30 rotating items it is then given; iter_003 has a lower static score (17)
+    and answers `later_rotating_right` of 30 other rotating items (each iteration draws a new
+    batch). No child is a significant gain after iteration 1 (the events say so), and the static
+    ranking keeps iter_001 on top."""
+    rule = Patience(3)
+    run = _Run(rule, _items("s", 20, 10))
+    weak = _items("s", 20, 10)
+    said = [run.step(1, "seed_a", _items("s", 20, 18), gain=True),
+            run.step(2, "iter_001", weak, rotating=_items("r", 30, 9)),
+            run.step(3, "iter_001", _items("s", 20, 17)),
+            run.step(4, "iter_003", weak, rotating=_items("t", 30, later_rotating_right))]
+    said += [run.step(it, "seed_a", weak) for it in range(5, 10)]
+    return said, rule, run
+
+
+def test_patience_follows_the_best_estimate_not_a_lucky_static_score():
+    """The best by static score (iter_001, 18 of 20) is lucky: it answers 9 of its 30 rotating
+    items, the later iter_003 27 of its own 30. Patience by the best static score compares
+    iter_001 with itself (the best now and 3 iterations ago) and stops after iteration 4; the best
+    estimate (static and rotating items, race_entry) moves to iter_003, whose estimate is
+    significantly above iter_001's (paired on the 20 static items alone it is not: 17 against
+    18), so the run waits until the best of 3 iterations ago is iter_003 itself (after 7)."""
+    said, rule, run = _lucky_then_better(27)
+    assert said[:6] == [None] * 6, "the best estimate climbed: the run waits"
+    assert [c["basis"] for c in run.climbs[3:6]] == ["estimates"] * 3
+    assert all(c["now"] == "iter_003" and c["then"] == "iter_001" for c in run.climbs[3:6])
+    assert rule.best_at == ["iter_001"] * 3 + ["iter_003"] * 6
+    assert "not significantly better than the best of 3 iterations ago" in said[6]
+    # The same events, seen by a rule with no evidence bound (the best static score): stops after 4.
+    blind = Patience(3)
+    for it, ev in enumerate(run.events, 1):
+        blind.observe(ev)
+        if blind.reason():
+            break
+    assert it == 4 and blind.best_at == ["iter_001"] * 4
+
+
+def test_patience_still_stops_on_a_plateau_of_estimates():
+    """The same lineage, but iter_003 answers the rotating items as iter_001 did (9 of 30): its
+    estimate is no better, nothing climbed, and the run stops after 3 iterations without a gain."""
+    said, rule, _ = _lucky_then_better(9)
+    assert said[:3] == [None, None, None]
+    assert said[3] is not None and "no significant gain in 3 iterations" in said[3]
