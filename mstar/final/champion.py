@@ -6,8 +6,10 @@ every program the run's evidence cannot rule out (mstar/final/race_entry.py: its
 items, or its parent's estimate plus their paired static difference; the `confirm_top` best by
 optimistic estimate whenever the allowance pays for them) races, on paired evidence:
 
-1. What the run already paid for: each program's static cases, and every rotating batch it was
-   evaluated on as a parent (`--rotating fresh`), paired on the same question ids.
+1. What the run already paid for: each program's static cases, every rotating batch it was
+   evaluated on as a parent (`--rotating fresh`), and the items an earlier race of the run scored
+   it on (`earlier_items`: a run resumed with iterations to do races again), paired on the same
+   question ids.
 2. Then, only while a challenger is still racing (mstar/final/race.py: neither significantly behind
    the leader nor out of reach of a verdict), a batch of fresh validation items for the leader
    and the challengers still in: items outside the static set, not bought before, the ones a
