@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from mstar.cli import main
 from mstar.evaluation.records import CaseResult, EvalResult
+from mstar.final.champion import paired_gain
 from mstar.pool import Pool, PoolEntry
 from mstar.run import events as ev_types
 from mstar.run.progress import ProgressPrinter
@@ -210,7 +211,9 @@ def test_patience_waits_while_the_best_climbs_significantly_over_the_best_of_n_i
 class _Run:
     """A run as patience sees it (loop.Evolution's parts it reads): the pool, each program's static
     cases, the rotating scores its parents were given. `step` does what Evolution.remember does:
-    the child joins, its parent's rotating scores are kept, then the stop condition observes."""
+    the child joins, its parent's rotating scores are kept, then the stop condition observes; the
+    event carries the child's paired static difference with its parent (`evidence`), as the loop's;
+    whether it is a gain over the reference (`progress_evidence`) the test says."""
 
     def __init__(self, rule: Patience, seed_static: dict[str, float]) -> None:
         self.pool, self.rotating, self.results, self.rule, self.events = Pool(), {}, {}, rule, []
@@ -236,7 +239,8 @@ class _Run:
         self._add(pid, parent, it, static)
         d = _iteration(it, gain=gain)
         d.update(parent_id=parent, static_score=self.results[pid].mean_score, rotating_scores=rotating or {},
-                 best_static_score=self.pool.best().static_score, reference_id="seed_a")
+                 best_static_score=self.pool.best().static_score, reference_id="seed_a",
+                 evidence=paired_gain(self.results[pid], self.results[parent]))   # against its parent, as the loop's
         if rotating:
             self.rotating.setdefault(parent, {}).update(rotating)
         self.events.append(ev_types.from_dict(d))
@@ -295,3 +299,51 @@ def test_patience_still_stops_on_a_plateau_of_estimates():
     said, rule, _ = _lucky_then_better(9)
     assert said[:3] == [None, None, None]
     assert said[3] is not None and "no significant gain in 3 iterations" in said[3]
+
+
+def _side_line(step_right: int) -> tuple[list, Patience, _Run]:
+    """A `--rotating reuse` lineage (20 static items, nothing else): iter_001 is a gain over the
+    seed (18 right against 10) and stays the best; iter_002, a child of the seed, answers as it
+    does (10), and at iteration 4 its own child iter_004 answers `step_right`, items iter_001
+    answers too. No child after iteration 1 is a gain over the reference (the events say so)."""
+    rule = Patience(3)
+    run = _Run(rule, _items("s", 20, 10))
+    said = [run.step(1, "seed_a", _items("s", 20, 18), gain=True),
+            run.step(2, "seed_a", _items("s", 20, 10)),
+            run.step(3, "seed_a", _items("s", 20, 10)),
+            run.step(4, "iter_002", _items("s", 20, step_right))]
+    said += [run.step(it, "seed_a", _items("s", 20, 10)) for it in range(5, 10)]
+    return said, rule, run
+
+
+def test_a_side_lines_significant_step_level_with_the_best_keeps_the_run_going():
+    """iter_004 answers 17 items where its parent answered 10 (significant) and is one item behind
+    the best, iter_001 (not significant): a line catching up. The best never moves, so it never
+    climbs; the step alone restarts the count, and the run stops 3 iterations after it, not after
+    3 iterations without a gain (4)."""
+    said, rule, run = _side_line(17)
+    assert run.events[3].evidence["significant"] and run.events[3].evidence["mean"] > 0
+    assert rule.above("iter_001", "iter_004") is None
+    assert rule.best_at == ["iter_001"] * 9 and run.climbs == [None] * 9
+    assert said[:6] == [None] * 6, "the line caught up at iteration 4: 3 more iterations"
+    assert said[6] is not None and "(the last iter_004 at iteration 4)" in said[6]
+    assert rule.last_step["child"] == "iter_004" and rule.last_step["best"] == "iter_001"
+    # The same events, seen by a rule with no evidence bound (gains over the reference only): 4.
+    blind = Patience(3)
+    for it, ev in enumerate(run.events, 1):
+        blind.observe(ev)
+        if blind.reason():
+            break
+    assert it == 4
+
+
+def test_a_significant_step_far_below_the_best_does_not_keep_the_run_going():
+    """iter_004 answers 14 where its parent answered 10 (significant over its parent), but the best
+    answers those and 4 more (significantly ahead of it): neither signal fires -- no gain over the
+    reference, no line level with the best, the best not climbing -- and the run stops after 4."""
+    said, rule, run = _side_line(14)
+    assert run.events[3].evidence["significant"] and run.events[3].evidence["mean"] > 0
+    assert rule.above("iter_001", "iter_004") is not None
+    assert said[:3] == [None, None, None] and run.climbs[3] is None
+    assert said[3] is not None and "no significant gain in 3 iterations" in said[3]
+    assert rule.last_step is None and "level with the best" not in said[3]
