@@ -18,7 +18,7 @@ tie       The offline formula task (ACE finance, ../shared/data/ace_finance), 5 
           and why it stopped (target: it stops early instead of buying every round; before
           issue 28 it bought 275 items in 3 rounds).
 patience  The offline sample, `--iterations 150 --rotating reuse --seed 0`, with and without
-          `--patience 25`: iterations run, the champion, wall time (target of issue 44: a
+          `--patience 25`: iterations run, the champion, LLM calls and tokens, wall time (issue 44: a
           champion within 0.005 test of the full run's). `--embed-model` picks the subset-selection
           embeddings (the split, hence the lineage, depends on them: default "auto").
 
@@ -170,15 +170,19 @@ def patience(args) -> list[str]:
             summary = json.loads((run / "summary.json").read_text())
             its = ev_types.iterations(ev_types.read_lineage(run / "lineage.jsonl"))
             found = next((e.iteration for e in its if e.program_id == summary["best_id"]), 0)
+            total = summary["llm"]["total"]             # every LLM call of the run, the test's included
+            calls, tokens = total["calls"], total["prompt_tokens"] + total["completion_tokens"]
             rows.append((name, len(its), summary["best_id"], found, summary["best_static"], summary["test_score"],
-                         wall, summary.get("early_stop") or ""))
+                         calls, tokens, wall, summary.get("early_stop") or ""))
     out = [f"patience: offline sample, --iterations 150 --rotating reuse --seed 0, embeddings {args.embed_model}", "",
-           "| run | iterations | champion | found at | static | test | wall s |", "|---|---|---|---|---|---|---|"]
-    for name, n, best, found, static, test, wall, _ in rows:
-        out.append(f"| {name} | {n} | {best} | {found} | {static:.3f} | {test:.3f} | {wall:.0f} |")
+           "| run | iterations | champion | found at | static | test | LLM calls (share of full) "
+           "| tokens (share of full) | wall s |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, n, best, found, static, test, calls, tokens, wall, _ in rows:
+        out.append(f"| {name} | {n} | {best} | {found} | {static:.3f} | {test:.3f} | "
+                   f"{calls:,} ({calls / rows[0][6]:.0%}) | {tokens:,} ({tokens / rows[0][7]:.0%}) | {wall:.0f} |")
     full, early = rows
     ok = abs(early[5] - full[5]) <= 0.005
-    out += ["", f"why it ended: {early[7]}",
+    out += ["", f"why it ended: {early[9]}",
             f"target (issue 44): a champion within 0.005 test of the full run's ({early[5]:.3f} against "
             f"{full[5]:.3f}) -- {'met' if ok else 'NOT met'}"]
     return out

@@ -197,6 +197,30 @@ def test_items_a_racer_has_from_its_rotating_batches_are_bought_first_for_the_ot
     assert got.scores["a"]["rotating"] == 5
 
 
+def test_items_an_earlier_race_scored_are_evidence_not_bought_again():
+    """A run that raced, then went on (resumed with more iterations), races again: what the first
+    race scored a and b on (items 300-319, in its ConfirmationEvent) is their evidence now. Neither
+    is evaluated on those items again; c, which did not have them, gets them first; b's record is
+    for another source (a redone iteration made another b) and is not used."""
+    scores = {"a": _noisy(7), "b": _noisy(8, -0.02), "c": _noisy(9, -0.1)}
+    earlier = range(300, 320)
+    evo, asked = _evo(scores)
+    record = {pid: {"source_sha": champion.source_sha(f"{pid}-src" if pid == "a" else "an older b"),
+                    "scores": {f"v{i}": scores[pid](i) for i in earlier}} for pid in "ab"}
+    lines = [{"event": "seed", "program_id": p} for p in "abc"] + [{"event": "confirmation", "item_scores": record}]
+    evo.store = SimpleNamespace(read_jsonl_tolerant=lambda rel: (lines, None))
+    got = champion.confirm(evo, top=3, size=200, split_seed=42, rounds=10)
+    assert not {i for src, ix in asked if src == "a" for i in ix} & set(earlier), "a was scored on them before"
+    assert set(earlier) <= {i for src, ix in asked if src == "b" for i in ix}, "b's record is another program's"
+    first_c = next(ix for src, ix in asked if src == "c")
+    assert set(earlier) <= set(first_c)
+    assert got.scores["a"]["earlier"] == 20 and got.scores["b"]["earlier"] == 0
+    # The next race reads all of a's confirmation items: the earlier ones and what this one bought.
+    bought_a = {i for src, ix in asked if src == "a" for i in ix}
+    assert set(got.item_scores["a"]["scores"]) == {f"v{i}" for i in set(earlier) | bought_a}
+    assert got.item_scores["a"]["scores"]["v300"] == scores["a"](300)
+
+
 @pytest.mark.parametrize("size, top", [(0, 3), (200, 1)])
 def test_no_race_without_items_or_rivals(size, top):
     evo, asked = _evo({p: (lambda i: 0.5) for p in "abc"})
@@ -225,6 +249,38 @@ def test_a_run_killed_between_its_confirmation_and_its_test_is_tested_without_ra
     added = (run / "llm_usage.jsonl").read_text().splitlines()[before:]
     assert added and not any('"scope": "confirm"' in u for u in added)   # no new race
     assert isinstance(ev_types.read_lineage(run / "lineage.jsonl")[-1], ev_types.TestEvent)
+
+
+def test_a_run_resumed_with_more_iterations_after_its_confirmation_races_on_the_items_it_bought(tmp_path):
+    """Killed during its test, then resumed with two more iterations: the pool has changed, so the
+    run races again -- on the confirmation items its first race bought, without buying them again.
+    (A race's share of half the run's tokens, so that both races have racers to buy for.)"""
+    import json
+
+    from run_helpers import SMALL_ARGS
+
+    from mstar.cli import main
+    from mstar.run import events as ev_types
+
+    run = tmp_path / "run"
+    assert main(["evolve", *SMALL_ARGS, "--confirm-budget", "0.5", "--out", str(run), "--quiet"]) == 0
+    lines = (run / "lineage.jsonl").read_text().splitlines()
+    (run / "lineage.jsonl").write_text("\n".join(lines[:-1]) + "\n")     # killed during the test
+    first = ev_types.from_dict(json.loads(lines[-2]))
+    assert isinstance(first, ev_types.ConfirmationEvent) and first.items > 0 and first.item_scores
+    assert main(["resume", str(run), "--iterations", "6", "--quiet"]) == 0
+    evs = ev_types.read_lineage(run / "lineage.jsonl")
+    second = [e for e in evs if isinstance(e, ev_types.ConfirmationEvent)][-1]
+    assert second.items > 0 and len(ev_types.iterations(evs)) == 6
+    assert any(s["earlier"] for s in second.scores.values()), "a racer of the first race races again"
+    for pid, rec in first.item_scores.items():      # kept for the race after this one, scores unchanged
+        assert second.item_scores[pid]["scores"].items() >= rec["scores"].items()
+        if pid in second.scores:
+            assert second.scores[pid]["earlier"] == len(rec["scores"])
+    # Every racer-item the second race paid for is one its racer had not been scored on before.
+    new = sum(len(rec["scores"]) - len(first.item_scores.get(pid, {}).get("scores", {}))
+              for pid, rec in second.item_scores.items())
+    assert second.budget["racer_items"] == new
 
 
 def json_kind(line: str) -> str:

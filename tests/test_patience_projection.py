@@ -7,6 +7,9 @@ import json
 from types import SimpleNamespace
 
 from mstar.cli import main
+from mstar.evaluation.records import CaseResult, EvalResult
+from mstar.final.champion import paired_gain
+from mstar.pool import Pool, PoolEntry
 from mstar.run import events as ev_types
 from mstar.run.progress import ProgressPrinter
 from mstar.run.projection import Projection, Shape
@@ -79,7 +82,10 @@ def test_a_patient_run_ends_early_still_confirms_and_tests_its_champion(tmp_path
     its = ev_types.iterations(evs)
     assert 3 <= len(its) < 30 and isinstance(evs[-1], ev_types.TestEvent)
     assert any(isinstance(e, ev_types.ConfirmationEvent) for e in evs)
-    # It stopped at the first moment the last 3 iterations had no gain over the best, not before.
+    # It stopped at the first moment the last 3 iterations had no gain over the best, not before
+    # (no line caught up in this run -- its reason would name it -- so gains are all that counted).
+    summary = json.loads((run / "summary.json").read_text())
+    assert "level with the best" not in summary["early_stop"]
     streak = [sum(1 for _ in _tail_without_gain(its[:k])) for k in range(1, len(its) + 1)]
     assert streak[-1] == 3 and all(s < 3 for s in streak[:-1])
     # Each child was measured against the run's reference: the best seed, then the best program
@@ -94,7 +100,6 @@ def test_a_patient_run_ends_early_still_confirms_and_tests_its_champion(tmp_path
         if is_gain(ev):
             reference, moved = max(scores, key=lambda p: (scores[p], -list(scores).index(p))), moved + 1
     assert moved >= 1, "this run has a significant gain, after which its children face the new best"
-    summary = json.loads((run / "summary.json").read_text())
     assert summary["iterations"] == len(its) and summary["test_score"] is not None and summary["stop_reason"] is None
     assert "--patience 3" in summary["early_stop"]
     assert f"ended   after iteration {len(its)}: --patience 3" in said and "stalled 3/3" in said
@@ -166,7 +171,6 @@ def test_the_prefetchs_guesses_count_in_the_projection_though_no_event_carries_t
 
 def _evidence_run(scores: dict[str, dict]):
     """A run whose programs were scored on these items (static cases; no rotating batches)."""
-    from mstar.evaluation.records import CaseResult, EvalResult
     results = {pid: EvalResult(0.0, [CaseResult(q, "q", "a", "x", s, None, {}, "", []) for q, s in items.items()],
                                [], {}) for pid, items in scores.items()}
     return SimpleNamespace(static_result=results.get, rotating_scores=lambda pid: {})
@@ -204,3 +208,144 @@ def test_patience_waits_while_the_best_climbs_significantly_over_the_best_of_n_i
     assert said["patient"][3:6] == [None, None, None]
     assert patient.best_at == ["iter_001"] * 3 + ["iter_004"] * 5
     assert "not significantly better than the best of 3 iterations ago" in said["patient"][6]
+
+
+class _Run:
+    """A run as patience sees it (loop.Evolution's parts it reads): the pool, each program's static
+    cases, the rotating scores its parents were given. `step` does what Evolution.remember does:
+    the child joins, its parent's rotating scores are kept, then the stop condition observes; the
+    event carries the child's paired static difference with its parent (`evidence`), as the loop's;
+    whether it is a gain over the reference (`progress_evidence`) the test says."""
+
+    def __init__(self, rule: Patience, seed_static: dict[str, float]) -> None:
+        self.pool, self.rotating, self.results, self.rule, self.events = Pool(), {}, {}, rule, []
+        self.climbs: list[dict | None] = []     # what rule.climbing() said after each iteration
+        self._add("seed_a", None, 0, seed_static)
+        rule.bind(self)
+
+    def _add(self, pid, parent, it, static):
+        self.results[pid] = EvalResult(sum(static.values()) / len(static),
+                                       [CaseResult(q, "q", "a", "x", s, None, {}, "", []) for q, s in static.items()],
+                                       [], {})
+        self.pool.add(PoolEntry(pid, parent, it, "", self.results[pid].mean_score))
+
+    def static_result(self, pid):
+        return self.results.get(pid)
+
+    def rotating_scores(self, pid):
+        return dict(self.rotating.get(pid, {}))
+
+    def step(self, it: int, parent: str, static: dict[str, float], rotating: dict | None = None,
+             gain: bool = False) -> str | None:
+        pid = f"iter_{it:03d}"
+        self._add(pid, parent, it, static)
+        d = _iteration(it, gain=gain)
+        d.update(parent_id=parent, static_score=self.results[pid].mean_score, rotating_scores=rotating or {},
+                 best_static_score=self.pool.best().static_score, reference_id="seed_a",
+                 evidence=paired_gain(self.results[pid], self.results[parent]))   # against its parent, as the loop's
+        if rotating:
+            self.rotating.setdefault(parent, {}).update(rotating)
+        self.events.append(ev_types.from_dict(d))
+        self.rule.observe(self.events[-1])
+        self.climbs.append(self.rule.climbing())
+        return self.rule.reason()
+
+
+def _items(prefix: str, n: int, right: int) -> dict[str, float]:
+    """n items of which the first `right` are answered (score 1), the rest not (0)."""
+    return {f"{prefix}{i}": float(i < right) for i in range(n)}
+
+
+def _lucky_then_better(later_rotating_right: int) -> tuple[list, Patience, _Run]:
+    """A `--rotating fresh` lineage: iter_001 is lucky on the 20 static items (18 right) and
+    answers 9 of the 30 rotating items it is then given; iter_003 has a lower static score (17)
+    and answers `later_rotating_right` of 30 other rotating items (each iteration draws a new
+    batch). No child is a significant gain after iteration 1 (the events say so), and the static
+    ranking keeps iter_001 on top."""
+    rule = Patience(3)
+    run = _Run(rule, _items("s", 20, 10))
+    weak = _items("s", 20, 10)
+    said = [run.step(1, "seed_a", _items("s", 20, 18), gain=True),
+            run.step(2, "iter_001", weak, rotating=_items("r", 30, 9)),
+            run.step(3, "iter_001", _items("s", 20, 17)),
+            run.step(4, "iter_003", weak, rotating=_items("t", 30, later_rotating_right))]
+    said += [run.step(it, "seed_a", weak) for it in range(5, 10)]
+    return said, rule, run
+
+
+def test_patience_follows_the_best_estimate_not_a_lucky_static_score():
+    """The best by static score (iter_001, 18 of 20) is lucky: it answers 9 of its 30 rotating
+    items, the later iter_003 27 of its own 30. Patience by the best static score compares
+    iter_001 with itself (the best now and 3 iterations ago) and stops after iteration 4; the best
+    estimate (static and rotating items, race_entry) moves to iter_003, whose estimate is
+    significantly above iter_001's (paired on the 20 static items alone it is not: 17 against
+    18), so the run waits until the best of 3 iterations ago is iter_003 itself (after 7)."""
+    said, rule, run = _lucky_then_better(27)
+    assert said[:6] == [None] * 6, "the best estimate climbed: the run waits"
+    assert [c["basis"] for c in run.climbs[3:6]] == ["estimates"] * 3
+    assert all(c["now"] == "iter_003" and c["then"] == "iter_001" for c in run.climbs[3:6])
+    assert rule.best_at == ["iter_001"] * 3 + ["iter_003"] * 6
+    assert "not significantly better than the best of 3 iterations ago" in said[6]
+    # The same events, seen by a rule with no evidence bound (the best static score): stops after 4.
+    blind = Patience(3)
+    for it, ev in enumerate(run.events, 1):
+        blind.observe(ev)
+        if blind.reason():
+            break
+    assert it == 4 and blind.best_at == ["iter_001"] * 4
+
+
+def test_patience_still_stops_on_a_plateau_of_estimates():
+    """The same lineage, but iter_003 answers the rotating items as iter_001 did (9 of 30): its
+    estimate is no better, nothing climbed, and the run stops after 3 iterations without a gain."""
+    said, rule, _ = _lucky_then_better(9)
+    assert said[:3] == [None, None, None]
+    assert said[3] is not None and "no significant gain in 3 iterations" in said[3]
+
+
+def _side_line(step_right: int) -> tuple[list, Patience, _Run]:
+    """A `--rotating reuse` lineage (20 static items, nothing else): iter_001 is a gain over the
+    seed (18 right against 10) and stays the best; iter_002, a child of the seed, answers as it
+    does (10), and at iteration 4 its own child iter_004 answers `step_right`, items iter_001
+    answers too. No child after iteration 1 is a gain over the reference (the events say so)."""
+    rule = Patience(3)
+    run = _Run(rule, _items("s", 20, 10))
+    said = [run.step(1, "seed_a", _items("s", 20, 18), gain=True),
+            run.step(2, "seed_a", _items("s", 20, 10)),
+            run.step(3, "seed_a", _items("s", 20, 10)),
+            run.step(4, "iter_002", _items("s", 20, step_right))]
+    said += [run.step(it, "seed_a", _items("s", 20, 10)) for it in range(5, 10)]
+    return said, rule, run
+
+
+def test_a_side_lines_significant_step_level_with_the_best_keeps_the_run_going():
+    """iter_004 answers 17 items where its parent answered 10 (significant) and is one item behind
+    the best, iter_001 (not significant): a line catching up. The best never moves, so it never
+    climbs; the step alone restarts the count, and the run stops 3 iterations after it, not after
+    3 iterations without a gain (4)."""
+    said, rule, run = _side_line(17)
+    assert run.events[3].evidence["significant"] and run.events[3].evidence["mean"] > 0
+    assert rule.above("iter_001", "iter_004") is None
+    assert rule.best_at == ["iter_001"] * 9 and run.climbs == [None] * 9
+    assert said[:6] == [None] * 6, "the line caught up at iteration 4: 3 more iterations"
+    assert said[6] is not None and "(the last iter_004 at iteration 4)" in said[6]
+    assert rule.last_step["child"] == "iter_004" and rule.last_step["best"] == "iter_001"
+    # The same events, seen by a rule with no evidence bound (gains over the reference only): 4.
+    blind = Patience(3)
+    for it, ev in enumerate(run.events, 1):
+        blind.observe(ev)
+        if blind.reason():
+            break
+    assert it == 4
+
+
+def test_a_significant_step_far_below_the_best_does_not_keep_the_run_going():
+    """iter_004 answers 14 where its parent answered 10 (significant over its parent), but the best
+    answers those and 4 more (significantly ahead of it): neither signal fires -- no gain over the
+    reference, no line level with the best, the best not climbing -- and the run stops after 4."""
+    said, rule, run = _side_line(14)
+    assert run.events[3].evidence["significant"] and run.events[3].evidence["mean"] > 0
+    assert rule.above("iter_001", "iter_004") is not None
+    assert said[:3] == [None, None, None] and run.climbs[3] is None
+    assert said[3] is not None and "no significant gain in 3 iterations" in said[3]
+    assert rule.last_step is None and "level with the best" not in said[3]

@@ -6,8 +6,10 @@ every program the run's evidence cannot rule out (mstar/final/race_entry.py: its
 items, or its parent's estimate plus their paired static difference; the `confirm_top` best by
 optimistic estimate whenever the allowance pays for them) races, on paired evidence:
 
-1. What the run already paid for: each program's static cases, and every rotating batch it was
-   evaluated on as a parent (`--rotating fresh`), paired on the same question ids.
+1. What the run already paid for: each program's static cases, every rotating batch it was
+   evaluated on as a parent (`--rotating fresh`), and the items an earlier race of the run scored
+   it on (`earlier_items`: a run resumed with iterations to do races again), paired on the same
+   question ids.
 2. Then, only while a challenger is still racing (mstar/final/race.py: neither significantly behind
    the leader nor out of reach of a verdict), a batch of fresh validation items for the leader
    and the challengers still in: items outside the static set, not bought before, the ones a
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 from mstar.tasks.model import case_scored
 
+import hashlib
 import math
 import random
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +60,7 @@ class Confirmation:
     stop: str = ""                                     # why buying stopped (see the module docstring)
     budget: dict = field(default_factory=dict)         # unit, share, allowance, spent, writes, racer_items
     entry: dict = field(default_factory=dict)          # program id -> estimate, entered (race_entry.py)
+    item_scores: dict = field(default_factory=dict)    # program id -> source_sha, scores: its confirmation items
 
     def champion(self, rule: str) -> str:
         return self.static_id if rule == "static" or not self.confirmed_id else self.confirmed_id
@@ -66,7 +70,7 @@ class Confirmation:
         """The confirmation a run recorded before it was killed (resume does not race again)."""
         return cls(list(ev.bought), dict(ev.scores), ev.confirmed_id or ev.static_id or "", ev.static_id or "",
                    int((ev.timing or {}).get("chain_calls", 0)), list(ev.rounds), ev.stop, dict(ev.budget),
-                   dict(getattr(ev, "entry", None) or {}))
+                   dict(getattr(ev, "entry", None) or {}), dict(getattr(ev, "item_scores", None) or {}))
 
 
 def candidates(entries: list[PoolEntry], top: int, *, ties: bool = False) -> list[PoolEntry]:
@@ -121,6 +125,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
     if len(order) < 2:
         out.stop = "one program"
         out.budget = money.to_dict()   # what it could have bought: the study reads it for every run
+        out.item_scores = _item_scores(entries, evidence, sources)     # kept for the race after this one
         return out
     rounds = max(1, rounds)
     batch_size = max(1, math.ceil(size / rounds))
@@ -150,7 +155,9 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
         if reason:
             out.stop = "run budget"
             break
-        # The batch: items a racer already has first, then the fixed order; only what fits.
+        # The batch: items a racer already has first, then the fixed order; only what fits. An item
+        # every racer has (an earlier race's) is evidence already, nothing to buy.
+        to_buy = [i for i in to_buy if not all(qid(i) in evidence[p] for p in order)]
         have = [i for i in to_buy if any(qid(i) in evidence[p] for p in order)]
         pick = (have + [i for i in to_buy if i not in set(have)])[:min(batch_size, items_left)]
         need = {p: [i for i in pick if qid(i) not in evidence[p]] for p in order}
@@ -163,6 +170,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
         results = _evaluate(evo, {p: by_id[p].source for p in order}, need)
         for p, res in results.items():
             evidence[p].update(scored(res.cases))
+            sources["bought_by"].setdefault(p, set()).update(qid(i) for i in need[p])
         out.chain_calls += max((r.chain_calls for r in results.values()), default=0)
         money.buy(need, results)
         out.items += pick
@@ -171,6 +179,7 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
         to_buy = [i for i in to_buy if i not in chosen]
     for e in racing:
         _record(out, e, evidence[e.program_id], sources, evo)
+    out.item_scores = _item_scores(entries, evidence, sources)
     out.budget = money.to_dict()
     return out
 
@@ -178,10 +187,11 @@ def confirm(evo, top: int, size: int, split_seed: int, rounds: int = 1, budget: 
 def _entry(evo, entries: list[PoolEntry], top: int, budget: float | None):
     """Who races, from the evidence the run holds (no call is made): the evidence, its sources,
     the static ids, the race's budget, each program's estimate and the entrants, leader first."""
-    evidence, sources = _evidence(evo, entries)
+    before = _events_before(evo)
+    evidence, sources = _evidence(evo, entries, earlier_items(before, entries))
     static_ids = {evo.task.validation[i].id for i in evo.split.static}
     keep = getattr(getattr(getattr(evo, "cfg", None), "evolution", None), "keep_sessions", None)
-    money = RaceBudget.for_race(budget, _events_before(evo), len(evo.split.static),
+    money = RaceBudget.for_race(budget, before, len(evo.split.static),
                                 {e.program_id: evo.static_result(e.program_id) for e in entries}, keep)
     est = race_entry.estimates(entries, evidence, static_ids)
     afford = (lambda ids: money.entry_cost(ids, race.MIN_FRESH) <= money.allowance) if money.limited else None
@@ -197,19 +207,60 @@ def starting_leader(evo, top: int, size: int, budget: float | None = None) -> st
     return _entry(evo, entries, top, budget)[-1][0]
 
 
-def _evidence(evo, racing: list[PoolEntry]) -> tuple[dict[str, dict], dict]:
-    """Each program's scores by query id: its static cases, then its rotating batches."""
-    evidence, rotating = {}, {}
+def _evidence(evo, racing: list[PoolEntry], earlier: dict[str, dict] | None = None) -> tuple[dict[str, dict], dict]:
+    """Each program's scores by query id: its static cases, its rotating batches, then the items
+    an earlier race of the run scored it on (`earlier`: earlier_items)."""
+    evidence, rotating, before = {}, {}, {}
     extra = getattr(evo, "rotating_scores", None)
     for e in racing:
         static = evo.static_result(e.program_id)
         evidence[e.program_id] = scored(static.cases) if static else {}
-        rotating[e.program_id] = set()
-        for q, s in (extra(e.program_id) if extra else {}).items():
-            if q not in evidence[e.program_id]:
-                evidence[e.program_id][q] = float(s)
-                rotating[e.program_id].add(q)
-    return evidence, {"rotating": rotating, "bought": set()}
+        for kept, scores in ((rotating, extra(e.program_id) if extra else {}),
+                             (before, (earlier or {}).get(e.program_id, {}))):
+            kept[e.program_id] = set()
+            for q, s in scores.items():
+                if q not in evidence[e.program_id]:
+                    evidence[e.program_id][q] = float(s)
+                    kept[e.program_id].add(q)
+    return evidence, {"rotating": rotating, "earlier": before, "bought": set(), "bought_by": {}}
+
+
+def source_sha(source: str) -> str:
+    """What an earlier race's scores are checked against: the program they were bought for."""
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def earlier_items(events: list, entries: list[PoolEntry]) -> dict[str, dict]:
+    """Program id -> {query id: score} of the items the run's earlier races scored it on.
+
+    A run races again when it is resumed after its confirmation was recorded with iterations
+    still to do: `mstar resume RUN --iterations N` after a kill or an endpoint failure during the
+    test, or an iteration whose damaged line `mstar repair` set aside (mstar/library/resuming.py
+    drops the recorded confirmation then: the pool has changed). What that race bought was paid
+    for and is validation evidence like any other, so the new race reads it instead of buying it
+    again. Only for a program whose source is the one scored: a redone iteration may make another
+    child under the same id."""
+    sha = {e.program_id: source_sha(e.source) for e in entries}
+    out: dict[str, dict] = {}
+    for ev in events:
+        if isinstance(ev, ev_types.ConfirmationEvent):
+            for pid, rec in (getattr(ev, "item_scores", None) or {}).items():
+                if pid in sha and rec.get("source_sha") == sha[pid]:
+                    out.setdefault(pid, {}).update({q: float(s) for q, s in (rec.get("scores") or {}).items()})
+    return out
+
+
+def _item_scores(entries: list[PoolEntry], evidence: dict, sources: dict) -> dict:
+    """What the ConfirmationEvent keeps for a later race: each program's confirmation items,
+    bought now or read from an earlier race."""
+    out = {}
+    for e in entries:
+        pid = e.program_id
+        mine = sources["bought_by"].get(pid, set()) | sources["earlier"].get(pid, set())
+        if mine:
+            out[pid] = {"source_sha": source_sha(e.source),
+                        "scores": {q: evidence[pid][q] for q in evidence[pid] if q in mine}}
+    return out
 
 
 def _evaluate(evo, sources: dict[str, str], need: dict[str, list[int]]) -> dict:
@@ -251,6 +302,7 @@ def _record(out: Confirmation, entry: PoolEntry, evidence: dict, sources: dict, 
         "static": entry.static_score, "confirm": sum(bought) / len(bought) if bought else 0.0,
         "union": sum(evidence.values()) / len(evidence) if evidence else 0.0, "n": len(evidence),
         "bought": len(bought), "rotating": len(sources["rotating"][entry.program_id]),
+        "earlier": len(sources["earlier"][entry.program_id]),
         "rounds": sum(1 for r in out.rounds if entry.program_id in r["programs"])}
 
 

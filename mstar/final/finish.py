@@ -70,7 +70,7 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
                     items=len(confirmation.items), scores=confirmation.scores, confirmed_id=confirmation.confirmed_id,
                     static_id=confirmation.static_id, rule=rule, rounds=confirmation.rounds,
                     stop=confirmation.stop, budget=confirmation.budget, bought=confirmation.items,
-                    entry=confirmation.entry,
+                    entry=confirmation.entry, item_scores=confirmation.item_scores,
                     llm=evo.router.spent_in(champ.SCOPE),
                     timing={"seconds": round(time.perf_counter() - t_test, 3),
                             "chain_calls": confirmation.chain_calls}))

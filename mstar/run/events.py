@@ -100,6 +100,8 @@ class ConfirmationEvent:
     llm: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)   # seconds (the test's are apart), chain_calls
     entry: dict = field(default_factory=dict)    # program id -> estimate (mean, se, n, basis), entered
+    item_scores: dict = field(default_factory=dict)  # program id -> source_sha, scores {query id: score}: its
+                                            # confirmation items, read by a later race (mstar/final/champion.py)
 
 
 @dataclass
