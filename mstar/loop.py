@@ -128,6 +128,7 @@ class Evolution:
             if is_gain(ev):     # the child joined already: the best program from now on
                 self.reference = self.pool.best().program_id
             self.strategies.stopping.observe(ev)
+            ev.patience = getattr(self.strategies.stopping, "state", lambda: None)()   # the progress line's
 
     def reference_id(self) -> str:
         """What the next child must significantly beat for the run to count a gain: the best
@@ -188,8 +189,7 @@ class Evolution:
                 self._event(events.SeedEvent(
                     program_id=pid, title=f"seed: {label}", static_score=res.mean_score,
                     per_category=res.per_category, error=res.error, case_errors=res.case_errors,
-                    ingest_errors=res.ingest_errors,
-                    xray=res.xray, llm=self.router.spent_in(pid),
+                    ingest_errors=res.ingest_errors, xray=res.xray, llm=self.router.spent_in(pid),
                     timing={"eval_s": round(res.seconds, 3), "sandbox_s": round(res.sandbox_seconds, 3),
                             "chain_calls": res.chain_calls, "write_s": res.write_seconds,
                             "read_cpu_s": res.read_cpu_seconds},

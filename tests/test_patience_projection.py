@@ -349,3 +349,28 @@ def test_a_significant_step_far_below_the_best_does_not_keep_the_run_going():
     assert said[:3] == [None, None, None] and run.climbs[3] is None
     assert said[3] is not None and "no significant gain in 3 iterations" in said[3]
     assert rule.last_step is None and "level with the best" not in said[3]
+
+
+def test_the_progress_line_shows_the_count_the_run_stops_on_and_why_it_goes_on_past_it():
+    """With --patience the events carry the stop condition's own count (a line catching up resets
+    it, a climbing best keeps the run going past N): the progress line shows that count, not the
+    iterations since the last gain over the best."""
+    said, rule, run = _side_line(17)
+    out = io.StringIO()
+    printer = ProgressPrinter(total=9, out=out, patience=3, width=200, legend=False)
+    again = Patience(3)
+    again.bind(run)
+    for ev in run.events[:6]:
+        again.observe(ev)
+        ev.patience = again.state()          # as loop.Evolution.remember records it
+        printer(ev)
+    assert [ev.patience["quiet"] for ev in run.events[:6]] == [0, 1, 2, 0, 1, 2]   # the step at 4 resets it
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("iter")]
+    assert "stalled" not in lines[3] and "stalled 2/3" in lines[5]      # since the last gain it is 5
+    # A best that still climbs past N: said beside the count.
+    climbing = _lucky_then_better(27)[2].events[4]
+    climbing.patience = {"quiet": 4, "climbing": True}
+    printer(climbing)
+    assert "stalled 4/3, best still climbing" in [l for l in out.getvalue().splitlines() if l.startswith("iter")][-1]
+    # The rule's own state, as the loop records it.
+    assert Patience(3).state() == {"quiet": 0, "climbing": False}

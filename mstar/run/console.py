@@ -79,7 +79,7 @@ LEGEND = (
     ("GAIN / LOSS", "the child beats / loses to its parent item by item (95% paired); no mark: noise"),
     ("same answers", "the child answered every static item exactly as its parent did"),
     ("best", "the pool's best static score; 'static jump': a new best that is no paired gain"),
-    ("stalled N", "iterations since a child beat the run's best program (95% paired)"),
+    ("stalled N", "iterations since a child beat the best (95% paired; --patience: or caught up)"),
     ("check", "the top programs race on paired evidence before the test; 'tied': no verdict in reach"),
 )
 

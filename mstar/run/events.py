@@ -72,6 +72,8 @@ class IterationEvent:
     ingest_errors: int = 0
     xray: dict | None = None                # the child's static X-ray (mstar.evaluation.xray.summary)
     best_static_score: float | None = None  # the pool's best after this iteration
+    patience: dict | None = None            # --patience after this iteration: quiet (iterations in a row
+                                            # without progress), climbing (strategies/stopping.py)
     pool_seen: list = field(default_factory=list)  # program ids in the pool when the iteration began
     llm: dict = field(default_factory=dict)
     replay_keys: list = field(default_factory=list)  # reflector prompts asked (resume restores the counters)

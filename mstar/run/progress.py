@@ -87,12 +87,16 @@ class ProgressPrinter:
         cost = f" ${self.cost:.2f}" if self.cost else ""
         return f"{format_count(self.calls)} calls {format_count(self.tokens)} tok{cost}"
 
-    def stalled_text(self) -> str:
-        """Iterations since a child significantly beat the best program ("" right after a gain)."""
-        n = self.stalled.since_gain
+    def stalled_text(self, ev=None) -> str:
+        """Iterations without progress ("" right after some): the stop condition's own count when
+        the event carries it (`--patience`: a line catching up is progress too, so the count is
+        the one the run stops on), else since a child significantly beat the best program."""
+        state = getattr(ev, "patience", None) or {}
+        n = state.get("quiet", self.stalled.since_gain)
         if not n:
             return ""
-        return f"  stalled {n}/{self.patience}" if self.patience else f"  stalled {n}"
+        climbing = ", best still climbing" if state.get("climbing") else ""   # why the run goes on past N
+        return f"  stalled {n}/{self.patience}{climbing}" if self.patience else f"  stalled {n}"
 
     def projected_text(self) -> str:
         p = self.projection
@@ -140,7 +144,7 @@ class ProgressPrinter:
             eta = self.eta_seconds(it)
             best = f"best {ev.best_static_score:.3f}" + (" (static jump, not a paired gain)" if jump else "")
             head = f"iter {it:>3}/{self.total}  parent {ev.parent_id:<{self.parent_w}} {outcome}"
-            rest = _safe(best + self.stalled_text(), f"spend {self.spend_text()}{self.projected_text()}",
+            rest = _safe(best + self.stalled_text(ev), f"spend {self.spend_text()}{self.projected_text()}",
                          f"eta {format_duration(eta) if eta is not None else '?'}")
             one = pack(_safe(f"{head:<{len(head) - len(outcome) + 58}}") + rest, self.width, indent=TITLE_INDENT)
             if len(one) > 1:   # too narrow for one line: "best" always starts the second, under the title

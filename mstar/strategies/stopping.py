@@ -225,6 +225,10 @@ class Patience(Stalled):
         diff = self.above(now, then)
         return {"now": now, "then": then, **diff} if diff else None
 
+    def state(self) -> dict:
+        """What the progress line shows: the count the run stops on, and whether the best still climbs."""
+        return {"quiet": self.quiet, "climbing": self.quiet >= self.n and self.climbing() is not None}
+
     def reason(self) -> str | None:
         if self.quiet < self.n or self.climbing() is not None:
             return None
