@@ -99,7 +99,6 @@ def _process_exists(pid: int) -> bool:
 def test_ctrl_c_while_an_evaluation_waits_for_its_tasks_reaches_the_caller():
     # Bounded.join waits on the evaluation's tasks in the main thread; a KeyboardInterrupt there
     # was swallowed with the "cancelled" case, so a script's Ctrl-C could let the run go on.
-    import os
     import signal
     import threading as th
 
@@ -107,7 +106,9 @@ def test_ctrl_c_while_an_evaluation_waits_for_its_tasks_reaches_the_caller():
     release = th.Event()
     bounded = Bounded("case", 2)
     bounded.submit(release.wait, 30)      # a task still running when the Ctrl-C comes
-    th.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()   # a real signal: it wakes the wait
+    # A real signal, to the main thread (a process-wide one may land on another thread, and then
+    # the main thread's wait is not woken until the task ends).
+    th.Timer(0.3, signal.pthread_kill, (th.main_thread().ident, signal.SIGINT)).start()
     try:
         with pytest.raises(KeyboardInterrupt):
             bounded.join()

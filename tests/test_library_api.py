@@ -203,13 +203,21 @@ def test_a_task_named_by_import_path_runs_from_the_command_line(tmp_path, monkey
 # ------------------------------------------------------------------ Ctrl-C in a script
 SCRIPT = """
 import sys
+import time
 from pathlib import Path
 import mstar
 from mstar.run import events
 
 def mark(event):
-    if isinstance(event, events.IterationEvent):
+    if isinstance(event, events.IterationEvent) and event.iteration == 1:
+        # The first iteration is held until the test has sent its Ctrl-C (it then writes `.sent`):
+        # on a busy machine the run could otherwise end before the signal is sent.
         Path(sys.argv[2]).write_text(str(event.iteration))
+        sent = Path(sys.argv[2] + ".sent")
+        for _ in range(600):
+            if sent.exists():
+                break
+            time.sleep(0.1)
 
 mstar.evolve("sample", size=0.2, iterations=6, static_size=4, quiet=True, no_preflight=True, no_cache=True,
              base_url=sys.argv[3], model="m", out=sys.argv[1], on_event=mark)
@@ -233,8 +241,9 @@ def test_ctrl_c_in_a_script_stops_the_run_resumably_and_mstar_resume_finishes_it
             time.sleep(0.05)
         assert marker.exists(), proc.communicate()[1][-2000:]
         proc.send_signal(signal.SIGINT)
+        Path(f"{marker}.sent").write_text("")
         _, err = proc.communicate(timeout=300)
-        assert proc.returncode != 0                     # the script stopped: the exception reached it
+        assert proc.returncode != 0, err[-3000:]        # the script stopped: the exception reached it
         assert f"interrupted (Ctrl-C); what was done is saved -- continue with: mstar.resume('{folder}')" in err
         assert "RunInterrupted" in err
         run = mstar.open_run(folder)
