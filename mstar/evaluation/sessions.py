@@ -91,6 +91,19 @@ class SessionCache:
                 self._close_if_idle(old)
             return True
 
+    def keep_only(self, keys) -> int:
+        """Let go of every kept session whose key is not in `keys` (no later evaluation will read
+        from it: each holds a worker and its memory); a leased one closes when its lease ends.
+        Returns how many were let go."""
+        wanted = set(keys)
+        with self._lock:
+            gone = [k for k in self._kept if k not in wanted]
+            for k in gone:
+                kept = self._kept.pop(k)
+                kept.evicted = True
+                self._close_if_idle(kept)
+        return len(gone)
+
     def close(self) -> None:
         with self._lock:
             for kept in self._kept.values():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from mstar.config import RunConfig
 from mstar.evaluation import EvalResult, SessionCache, evaluate
+from mstar.evaluation.sessions import session_key
 from mstar.evaluation.prestart import PRESTARTS
 from mstar.evaluation.run import prestart
 from mstar.execution.jobs import EvalJob
@@ -21,8 +22,10 @@ class LocalExecutor:
         self.train = [task.episodes[i] for i in train_indices]
         self.sessions = SessionCache(cfg.evolution.keep_sessions)
         # Each iteration starts two workers at once (the gates', the evaluation's): two launched
-        # ahead save ~30 ms each on its critical path (sandbox.engine.spares).
-        SPARES.keep(SPARE_WORKERS)
+        # ahead save ~30 ms each on its critical path (sandbox.engine.spares). Launched as the
+        # iteration asks its reflector (mstar.iteration.mutate), not as soon as the last ones were
+        # taken: a spare holds ~15 MB while it waits, and none is taken after the last iteration.
+        SPARES.keep(SPARE_WORKERS, refill=False)
 
     def run(self, job: EvalJob) -> EvalResult:
         # The live display (mstar.run.eval_progress), when the CLI set one on the router: one
@@ -42,6 +45,12 @@ class LocalExecutor:
 
     def drop_prestart(self, token: object) -> None:
         PRESTARTS.drop(token)
+
+    def keep_only(self, sources: list[str]) -> int:
+        """Only the knowledge bases of `sources` (over the training episodes) stay kept: the rest
+        are closed, with their workers (the race reads only its racers'; the tests write their own)."""
+        ids = [ep.id for ep in self.train]
+        return self.sessions.keep_only(session_key(src, ids) for src in sources)
 
     def close(self) -> None:
         PRESTARTS.drop_all()

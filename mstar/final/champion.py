@@ -197,6 +197,12 @@ def starting_leader(evo, top: int, size: int, budget: float | None = None) -> st
     return _entry(evo, entries, top, budget)[-1][0]
 
 
+def racers(evo, top: int, size: int, budget: float | None = None) -> list[str]:
+    """The programs `confirm` races, leader first ([] when it races none)."""
+    entries = list(evo.pool.entries)
+    return [] if size <= 0 or top <= 1 or len(entries) < 2 else list(_entry(evo, entries, top, budget)[-1])
+
+
 def _evidence(evo, racing: list[PoolEntry]) -> tuple[dict[str, dict], dict]:
     """Each program's scores by query id: its static cases, then its rotating batches."""
     evidence, rotating = {}, {}
