@@ -40,3 +40,49 @@ def test_keep_only_closes_the_others_and_a_leased_one_when_its_lease_ends():
     cache.release(kept)
     cache.close()
     assert not s0.alive()
+
+
+def test_a_guess_reads_the_knowledge_base_its_program_s_evaluation_is_building_instead_of_writing_a_second():
+    """The rotating prefetch evaluates a child ahead beside the child's own static evaluation, on
+    the same episodes: the same knowledge base. Its worker announced (as the executor's prestart
+    does), the guess reads from the one the static evaluation builds: no second worker writing
+    the same episodes on the same cores (issue 43's slow child writes) and holding its memory."""
+    import threading
+
+    from gate_helpers import Gate, wait_until
+
+    from mstar.config import SandboxConfig
+    from mstar.evaluation import evaluate
+    from mstar.llm.router import LLMRouter
+    from mstar.program.sources import load_program_source
+    from mstar.tasks import load_task
+
+    task = load_task("sample", size=0.3)
+    gate = Gate()
+    router = LLMRouter({r: gate for r in ("task", "reflector", "toolkit", "judge")}, max_in_flight=64)
+    sessions = SessionCache(keep=4)
+    source = load_program_source("vector_search")[1]
+    episodes = list(task.episodes)
+    kw = dict(metric=task.score, router=router, sandbox=SandboxConfig(), sessions=sessions)
+    sessions.expect(session_key(source, [ep.id for ep in episodes]))      # its worker was started ahead
+    own, guess = task.validation[:3], task.validation[3:5]
+    results: dict[str, object] = {}
+
+    def run(name, queries, **extra):
+        results[name] = evaluate(source, episodes, queries, **kw, **extra)
+
+    static = threading.Thread(target=run, args=("static", own))
+    static.start()
+    wait_until(lambda: any(q.question in a for a in list(gate.asked) for q in own), timeout=30)
+    ahead = threading.Thread(target=run, args=("guess", guess), kwargs={"take_prestart": False})
+    ahead.start()                        # the static evaluation holds its replies: it has kept nothing yet
+    wait_until(lambda: any(q.question in a for a in list(gate.asked) for q in guess), timeout=30)
+    gate.open.set()
+    static.join(60)
+    ahead.join(60)
+    try:
+        assert not results["static"].reused_kb and results["guess"].reused_kb
+        assert len(sessions) == 1 and sessions.hits == 1      # one knowledge base, built once
+        assert [c.error for c in results["guess"].cases] == [None, None]
+    finally:
+        sessions.close()
