@@ -65,7 +65,7 @@ def test_model_folders_are_checked(tmp_path):
 @needs_st
 def test_minilm_from_the_package_offline(tmp_path):
     e = make_embedder("auto", tmp_path)
-    assert isinstance(e, CachedEmbedder) and isinstance(e.inner, SentenceTransformerEmbedder)
+    assert isinstance(e, CachedEmbedder) and isinstance(e.inner.inner, SentenceTransformerEmbedder)
     assert embed.describe(e).startswith("sentence-transformers:all-MiniLM-L6-v2@")
     texts = ["Tom ran a half marathon on the Ridgeback trail.", "The trail race was a half marathon for Tom.",
              "Lena adopted an orange tabby cat."]
@@ -75,7 +75,23 @@ def test_minilm_from_the_package_offline(tmp_path):
     assert x[0] @ x[1] > 0.6 > x[0] @ x[2]                           # a paraphrase beats an unrelated sentence
     fresh = make_embedder("all-MiniLM-L6-v2", tmp_path)
     assert np.allclose(fresh.embed(texts[::-1]), x[::-1])
-    assert fresh.inner._st is None                                   # served from the cache: no model loaded
+    assert fresh.inner.calls == 0                                    # served from the cache: no model loaded
+
+
+@needs_st
+def test_a_run_s_embeddings_are_computed_apart_and_the_engine_loads_no_model(tmp_path):
+    """torch and the model, loaded in the engine for the split, held ~500 MB of its memory for
+    the whole run (issue 43): the texts the cache misses are embedded in a process of their own,
+    to the same vectors."""
+    import subprocess
+    import sys
+
+    texts = ["Lena adopted an orange tabby cat.", "The trail race was a half marathon for Tom."]
+    code = (f"import sys; from mstar.split.embed import make_embedder; x = make_embedder('auto', {str(tmp_path)!r})"
+            f".embed({texts!r}); print(x.shape[0], x.shape[1], 'torch' in sys.modules)")
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert said.split() == ["2", "384", "False"]
+    assert np.array_equal(make_embedder("auto", tmp_path).embed(texts), SentenceTransformerEmbedder().embed(texts))
 
 
 @needs_st

@@ -24,8 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import sqlite3
+import struct
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
@@ -256,7 +260,40 @@ def make_embedder(model: str = "auto", cache_dir: str | Path | None = None) -> E
             return HashingEmbedder()
         model = DEFAULT_MODEL
     inner = SentenceTransformerEmbedder(model)
-    return CachedEmbedder(inner, cache_dir) if cache_dir else inner
+    # A run embeds its split once; the texts its cache misses are embedded in a process of their
+    # own, so the engine never loads torch: loaded, it held ~500 MB of the engine's memory for the
+    # whole run, long after the split (bench/bench_run_memory.py --embed-cache with a new folder).
+    return CachedEmbedder(ApartEmbedder(inner), cache_dir, key=inner.name) if cache_dir else inner
+
+
+class ApartEmbedder:
+    """A SentenceTransformerEmbedder run in a child process (`python -m mstar.split.embed`), one
+    process per call: the same model, threads and batches, hence the same vectors; what it loads
+    goes with it."""
+
+    def __init__(self, inner: "SentenceTransformerEmbedder") -> None:
+        self.inner, self.name = inner, inner.name
+        self.calls = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = _check_texts(texts)
+        self.calls += 1
+        done = subprocess.run([sys.executable, "-m", "mstar.split.embed", self.inner.model, str(self.inner.batch_size)],
+                              input=json.dumps(texts).encode(), capture_output=True)
+        if done.returncode != 0:
+            raise ValueError(f"embedding with {self.inner.model!r} failed in its process: "
+                             f"{done.stderr.decode(errors='replace').strip()[-1500:]}")
+        rows, dim = struct.unpack(">II", done.stdout[:8])
+        return np.frombuffer(done.stdout[8:], dtype=np.float32).reshape(rows, dim).copy()
+
+
+def _embed_apart(argv: list[str]) -> int:
+    """The child of ApartEmbedder: texts (a JSON list) on stdin, their vectors on stdout."""
+    model, batch_size = argv[0], int(argv[1])
+    vectors = SentenceTransformerEmbedder(model, batch_size=batch_size).embed(json.load(sys.stdin))
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
+    sys.stdout.buffer.write(struct.pack(">II", *vectors.shape) + vectors.tobytes())
+    return 0
 
 
 def describe(embedder: Embedder) -> str:
@@ -326,3 +363,7 @@ def program_embeddings_label(chosen: ProgramEmbeddings | None | str = "current")
     if chosen is None:
         return HASHING_LABEL
     return f"{chosen.label} sentence embeddings (neural, computed by the engine)"
+
+
+if __name__ == "__main__":
+    sys.exit(_embed_apart(sys.argv[1:]))
