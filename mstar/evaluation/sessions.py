@@ -35,6 +35,7 @@ from mstar.evaluation.pools import close_later, drain_closes
 from sandbox.engine.session import LoadInfo, ProgramSession
 
 DEFAULT_KEEP = 8
+BUILD_WAIT_S = 120.0   # the longest a guess waits for the knowledge base its program's evaluation builds
 
 
 def session_key(source: str, episode_ids: Sequence[str]) -> str:
@@ -115,11 +116,13 @@ class SessionCache:
             event.set()
 
     def lease_when_built(self, key: str) -> KeptSession | None:
-        """`lease(key)` once the knowledge base expected for it is built (at once when none is)."""
+        """`lease(key)` once the knowledge base expected for it is built (at once when none is).
+        Waits at most BUILD_WAIT_S: an announcement no evaluation ever answers (the run stopped
+        between them) must not hold up whoever waits for the waiter; it then builds its own."""
         with self._lock:
             event = self._coming.get(key)
         if event is not None:
-            event.wait()
+            event.wait(BUILD_WAIT_S)
         return self.lease(key)
 
     def share(self, key: str, session: ProgramSession, info: LoadInfo, writes: list, toolkit=None) -> KeptSession | None:
