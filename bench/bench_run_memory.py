@@ -46,12 +46,15 @@ from process_memory import KINDS, TreeMemory  # noqa: E402
 # cache the untimed run filled, so no model was loaded). Workers come three processes each (keeper,
 # the namespace's init, the worker itself): 33 are 11 workers -- 8 kept knowledge bases, 2 spares
 # and the evaluation running then. With the [test] install alone the engine imports scikit-learn for
-# the hashing embedder: 466.5 MB then (engine 201.4).
+# the hashing embedder: 466.5 MB then (engine 201.4; TODAY_HASHING, compared with --embed-model hashing).
 TODAY = {"total": 427.5, "engine": 138.1, "forkserver": 18.5, "worker": 270.9, "other": 0.0}
 TODAY_COUNT = {"engine": 1, "forkserver": 1, "worker": 33, "other": 0}
 # The same with --cold-embeddings (the split loads MiniLM: torch in the engine), one run.
 TODAY_COLD = {"total": 903.5, "engine": 620.9, "forkserver": 17.9, "worker": 264.7, "other": 0.0}
 TODAY_COLD_COUNT = {"engine": 1, "forkserver": 1, "worker": 33, "other": 0}
+# With --embed-model hashing (the embeddings of a [test] install), one run.
+TODAY_HASHING = {"total": 466.5, "engine": 201.4, "forkserver": 19.0, "worker": 246.2, "other": 0.0}
+TODAY_HASHING_COUNT = {"engine": 1, "forkserver": 1, "worker": 33, "other": 0}
 TARGET = 0.77
 
 
@@ -107,7 +110,8 @@ def main() -> int:
             its.append(iteration_seconds(run))
     med = lambda xs: statistics.median(xs)  # noqa: E731
     total = med([m.peak_total for m in peaks])
-    today, today_count = (TODAY_COLD, TODAY_COLD_COUNT) if args.cold_embeddings else (TODAY, TODAY_COUNT)
+    today, today_count = (TODAY_COLD, TODAY_COLD_COUNT) if args.cold_embeddings else \
+        (TODAY_HASHING, TODAY_HASHING_COUNT) if args.embed_model == "hashing" else (TODAY, TODAY_COUNT)
     print(f"LoCoMo conv-48, 30 sessions, static 25, rotating 5, {args.iterations} iterations, fake server at "
           f"{args.latency * 1000:.0f} ms, response cache on, embeddings: {args.embed_model or 'the default'}"
           f"{', embedding cache empty at the start' if args.cold_embeddings else ''}; "
