@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from mstar.split import embed
+from mstar.split.apart import ApartEmbedder
 from mstar.split.embed import (CachedEmbedder, HashingEmbedder, SentenceTransformerEmbedder, bundled_model_path,
                          make_embedder, resolve_model, sentence_transformers_available)
 
@@ -47,12 +48,35 @@ def test_cache_embeds_each_text_once_and_keeps_order(tmp_path):
 
 
 def test_hashing_and_auto_fallback(monkeypatch, tmp_path):
-    assert isinstance(make_embedder("hashing", tmp_path), HashingEmbedder)
+    assert isinstance(make_embedder("hashing"), HashingEmbedder)          # not a run's: no cache folder
+    assert embed.describe(make_embedder("hashing", tmp_path)) == "hashing-1024"
     monkeypatch.setattr(embed, "sentence_transformers_available", lambda: False)
     auto = make_embedder("auto", tmp_path)
-    assert isinstance(auto, HashingEmbedder) and embed.describe(auto) == "hashing-1024"
+    assert embed.describe(auto) == "hashing-1024"
     with pytest.raises(ValueError, match=r"needs sentence-transformers: pip install 'mstar-evolve\[embed\]'"):
         make_embedder("BAAI/bge-m3", tmp_path)
+
+
+def test_a_run_s_hashing_split_is_computed_apart_to_the_same_vectors(tmp_path):
+    """scikit-learn, imported for the split's hashing embedder, held ~60 MB of the engine for the
+    whole run (issue 43): a run's split is embedded in a child process, to the same vectors."""
+    import subprocess
+    import sys
+
+    texts = ["Lena adopted an orange tabby cat.", "The trail race was a half marathon for Tom."]
+    code = (f"import sys; from mstar.split.embed import make_embedder; e = make_embedder('hashing', {str(tmp_path)!r}); "
+            f"x = e.embed({texts!r}); y = e.embed([]); print(x.shape[0], x.shape[1], y.shape[0], e.calls, "
+            "'sklearn' in sys.modules)")
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert said.split() == ["2", "1024", "0", "2", "False"]
+    apart = ApartEmbedder("hashing", "hashing-1024")
+    try:
+        assert np.array_equal(apart.embed(texts), HashingEmbedder().embed(texts))
+        assert np.array_equal(apart.embed(texts[::-1]), HashingEmbedder().embed(texts[::-1]))   # one child, two calls
+    finally:
+        apart.close()
+    with pytest.raises(ValueError, match="failed in its process"):
+        ApartEmbedder("not-a-cached-model", "x").embed(["a"])
 
 
 def test_model_folders_are_checked(tmp_path):
@@ -65,7 +89,7 @@ def test_model_folders_are_checked(tmp_path):
 @needs_st
 def test_minilm_from_the_package_offline(tmp_path):
     e = make_embedder("auto", tmp_path)
-    assert isinstance(e, CachedEmbedder) and isinstance(e.inner, SentenceTransformerEmbedder)
+    assert isinstance(e, CachedEmbedder) and isinstance(e.inner, ApartEmbedder)
     assert embed.describe(e).startswith("sentence-transformers:all-MiniLM-L6-v2@")
     texts = ["Tom ran a half marathon on the Ridgeback trail.", "The trail race was a half marathon for Tom.",
              "Lena adopted an orange tabby cat."]
@@ -75,7 +99,23 @@ def test_minilm_from_the_package_offline(tmp_path):
     assert x[0] @ x[1] > 0.6 > x[0] @ x[2]                           # a paraphrase beats an unrelated sentence
     fresh = make_embedder("all-MiniLM-L6-v2", tmp_path)
     assert np.allclose(fresh.embed(texts[::-1]), x[::-1])
-    assert fresh.inner._st is None                                   # served from the cache: no model loaded
+    assert fresh.inner.calls == 0                                    # served from the cache: no model loaded
+
+
+@needs_st
+def test_a_run_s_embeddings_are_computed_apart_and_the_engine_loads_no_model(tmp_path):
+    """torch and the model, loaded in the engine for the split, held ~500 MB of its memory for
+    the whole run (issue 43): the texts the cache misses are embedded in a process of their own,
+    to the same vectors."""
+    import subprocess
+    import sys
+
+    texts = ["Lena adopted an orange tabby cat.", "The trail race was a half marathon for Tom."]
+    code = (f"import sys; from mstar.split.embed import make_embedder; x = make_embedder('auto', {str(tmp_path)!r})"
+            f".embed({texts!r}); print(x.shape[0], x.shape[1], 'torch' in sys.modules)")
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert said.split() == ["2", "384", "False"]
+    assert np.array_equal(make_embedder("auto", tmp_path).embed(texts), SentenceTransformerEmbedder().embed(texts))
 
 
 @needs_st

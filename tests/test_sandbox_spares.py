@@ -84,3 +84,43 @@ def test_a_dead_spare_is_skipped_and_turning_spares_off_ends_the_waiting_ones(sp
     assert waiting and dead not in waiting
     spares.keep(0)
     assert not spares._waiting and all(w.proc.poll() is not None for w in waiting)
+
+
+def _settled(spares) -> None:
+    """Return once every launch already handed to the background thread is done (its jobs run in
+    order: a marker job after them has run only then)."""
+    import threading
+    done = threading.Event()
+    spares._submit(done.set)
+    assert done.wait(20)
+
+
+def test_without_refill_a_taken_spare_is_replaced_only_when_fill_is_called(spares):
+    spares.keep(1, refill=False)
+    with ProgramSession(SEED_A, limits=LIMITS) as s:       # nothing waiting, and nothing launched for later
+        _session_works(s)
+    _settled(spares)
+    assert not any(spares._waiting.values())
+    launched = spares.launched
+    spares.fill()                                          # work is coming: one per kind seen
+    spare = _waiting(spares)[0]
+    _settled(spares)
+    assert spares.launched == launched + 1
+    with ProgramSession(SEED_A, limits=LIMITS) as s:
+        _session_works(s)
+        assert s._worker is spare
+    _settled(spares)
+    assert not any(spares._waiting.values())               # taken, not replaced: it would wait idle
+    spares.fill()
+    spares.fill()                                          # a second fill adds nothing: one per kind
+    _settled(spares)
+    assert len(_waiting(spares)) == 1 and spares.launched == launched + 2
+
+
+def test_fill_launches_nothing_before_a_session_was_seen_or_when_spares_are_off(spares):
+    launched = spares.launched
+    spares.fill()
+    spares.keep(1, refill=False)
+    spares.fill()
+    _settled(spares)
+    assert not spares._waiting and spares.launched == launched

@@ -130,7 +130,16 @@ def evaluate(
     # The worker's start has threads of its own: in the calls' pool it queued behind the calls of
     # the evaluations asked before it (measured: a third seed's worker started 0.13 s late).
     start_pool = Bounded("start", 1)
+    asked = shared = None
     try:
+        if kept is None and sessions is not None and not take_prestart and sessions.coming(key):
+            # A guess while the program's own evaluation builds this knowledge base (mstar.evaluation
+            # .sessions): its formulations go now, its reads wait for that one, not for a second copy.
+            hint = LOAD_INFO.get(source)
+            if hint is not None:
+                msgs = agent.formulation_messages(hint, queries)
+                asked = (msgs, [llm_pool.submit(calls.text, "task", m) for m in msgs])
+            kept = sessions.lease_when_built(key)
         if kept is not None:
             program, info, writes = (_Program(kept.session, kept.toolkit, calls, read_changes_state(source)),
                                      kept.info, kept.writes)
@@ -168,7 +177,11 @@ def evaluate(
         try:
             if kept is None and not early:
                 ask_extractions(FIRST)
-            q_futs = [llm_pool.submit(calls.text, "task", m) for m in q_msgs]
+            if asked is not None and asked[0] != q_msgs:
+                for f in asked[1]:
+                    f.cancel()
+            q_futs = asked[1] if asked is not None and asked[0] == q_msgs else \
+                [llm_pool.submit(calls.text, "task", m) for m in q_msgs]
             pending += q_futs
             if early:
                 ask_extractions(LAST)
@@ -194,6 +207,8 @@ def evaluate(
                 LOAD_INFO.put(source, info)
                 writes, settle = ingest(program, episodes, extract, info, progress, early=early)
                 check_ingestion(writes, outage_threshold)   # an outage costs no reads
+                if sessions is not None and sessions.coming(key) and not any(w.ingest_error for w in writes):
+                    shared = sessions.share(key, program.session, info, writes, program.toolkit)   # a guess waits for it
             case_futs = [case_pool.submit(_case, program, calls, q, m, f, info, metric)
                          for q, m, f in zip(queries, q_msgs, q_futs)]
             finished = iter(range(1, len(case_futs) + 1))   # next() is atomic under the GIL
@@ -206,14 +221,14 @@ def evaluate(
         except BaseException:  # a fatal LLM error, an interrupt: stop what has not started
             for f in pending:
                 f.cancel()
-            _done_with(program.session, kept, sessions, None, None, None, keep=False)
+            _done_with(program.session, kept or shared, sessions, None, None, None, keep=False)
             raise
     finally:
         for pool in (start_pool, llm_pool, case_pool):
             pool.join()
     # A knowledge base that misses an episode (its ingestion failed) is not kept for reuse.
-    keep = program.fatal is None and kept is None and not any(w.ingest_error for w in writes)
-    _done_with(program.session, kept, sessions, key, info, writes, keep=keep, toolkit=program.toolkit)
+    keep = program.fatal is None and kept is None and shared is None and not any(w.ingest_error for w in writes)
+    _done_with(program.session, kept or shared, sessions, key, info, writes, keep=keep, toolkit=program.toolkit)
     if calls.failed >= OUTAGE_MIN_FAILED and calls.failed / calls.total > outage_threshold:
         raise EndpointOutage(f"{calls.failed} of {calls.total} LLM calls of this evaluation failed after "
                              f"their retries; last error: {calls.last}")

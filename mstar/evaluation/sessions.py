@@ -11,6 +11,13 @@ memory. A kept session is leased: eviction never closes a session another evalua
 from -- it closes when the last lease ends. A session whose worker died is dropped, and the
 next evaluation ingests again.
 
+A knowledge base being built is announced (`expect`, when the program's evaluation worker is
+started ahead: mstar.evaluation.prestart): a guess that wants the same one (the rotating prefetch's
+evaluation of the child beside its static evaluation) waits for it instead of writing a second
+copy beside it in a second worker -- the same writes on the same 2 cores at the same moment, and
+the memory of one more worker. The building evaluation shares it once its writes are done
+(`share`: kept, and leased by that evaluation while it reads), not at its end.
+
 Caveat, also in the README: a program whose read() changes its knowledge base sees, in a
 reused session, the changes the earlier evaluation's reads made. Programs whose reads only read
 (the contract's intent) cannot tell the difference.
@@ -28,6 +35,7 @@ from mstar.evaluation.pools import close_later, drain_closes
 from sandbox.engine.session import LoadInfo, ProgramSession
 
 DEFAULT_KEEP = 8
+BUILD_WAIT_S = 120.0   # the longest a guess waits for the knowledge base its program's evaluation builds
 
 
 def session_key(source: str, episode_ids: Sequence[str]) -> str:
@@ -53,6 +61,7 @@ class SessionCache:
         self.keep = max(0, keep)
         self._kept: OrderedDict[str, KeptSession] = OrderedDict()
         self._lock = threading.Lock()
+        self._coming: dict[str, threading.Event] = {}   # knowledge bases being built, by key
         self.hits = self.misses = 0
 
     def lease(self, key: str) -> KeptSession | None:
@@ -85,11 +94,67 @@ class SessionCache:
                 close_later(session)
                 return False
             self._kept[key] = KeptSession(session, info, writes, toolkit)
-            while len(self._kept) > self.keep:
-                _, old = self._kept.popitem(last=False)
-                old.evicted = True
-                self._close_if_idle(old)
+            self._trim()
             return True
+
+    # ------------------------------------------------------------ knowledge bases being built
+    def expect(self, key: str) -> None:
+        """An evaluation will build and keep `key`'s knowledge base: others may wait for it."""
+        with self._lock:
+            if self.keep and key not in self._kept and key not in self._coming:
+                self._coming[key] = threading.Event()
+
+    def coming(self, key: str) -> bool:
+        with self._lock:
+            return key in self._coming
+
+    def built(self, key: str) -> None:
+        """The knowledge base expected for `key` is kept, or will not be: its waiters go on."""
+        with self._lock:
+            event = self._coming.pop(key, None)
+        if event is not None:
+            event.set()
+
+    def lease_when_built(self, key: str) -> KeptSession | None:
+        """`lease(key)` once the knowledge base expected for it is built (at once when none is).
+        Waits at most BUILD_WAIT_S: an announcement no evaluation ever answers (the run stopped
+        between them) must not hold up whoever waits for the waiter; it then builds its own."""
+        with self._lock:
+            event = self._coming.get(key)
+        if event is not None:
+            event.wait(BUILD_WAIT_S)
+        return self.lease(key)
+
+    def share(self, key: str, session: ProgramSession, info: LoadInfo, writes: list, toolkit=None) -> KeptSession | None:
+        """Keep a knowledge base whose evaluation still reads from it: leased by that evaluation
+        (it calls `release` when done); None when it is not kept (`put`'s conditions). Either way
+        its waiters go on."""
+        with self._lock:
+            kept = None
+            if self.keep and key not in self._kept and session.alive():
+                kept = self._kept[key] = KeptSession(session, info, writes, toolkit, leases=1)
+                self._trim()
+        self.built(key)
+        return kept
+
+    def _trim(self) -> None:
+        while len(self._kept) > self.keep:
+            _, old = self._kept.popitem(last=False)
+            old.evicted = True
+            self._close_if_idle(old)
+
+    def keep_only(self, keys) -> int:
+        """Let go of every kept session whose key is not in `keys` (no later evaluation will read
+        from it: each holds a worker and its memory); a leased one closes when its lease ends.
+        Returns how many were let go."""
+        wanted = set(keys)
+        with self._lock:
+            gone = [k for k in self._kept if k not in wanted]
+            for k in gone:
+                kept = self._kept.pop(k)
+                kept.evicted = True
+                self._close_if_idle(kept)
+        return len(gone)
 
     def close(self) -> None:
         with self._lock:
@@ -97,6 +162,9 @@ class SessionCache:
                 kept.evicted = True
                 self._close_if_idle(kept)
             self._kept.clear()
+            coming, self._coming = list(self._coming.values()), {}
+        for event in coming:
+            event.set()
         drain_closes()   # every worker of this cache is gone when close() returns
 
     def __len__(self) -> int:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from mstar.config import RunConfig
 from mstar.evaluation import EvalResult, SessionCache, evaluate
+from mstar.evaluation.sessions import session_key
 from mstar.evaluation.prestart import PRESTARTS
 from mstar.evaluation.run import prestart
 from mstar.execution.jobs import EvalJob
@@ -20,11 +21,21 @@ class LocalExecutor:
         self.task, self.router, self.cfg = task, router, cfg
         self.train = [task.episodes[i] for i in train_indices]
         self.sessions = SessionCache(cfg.evolution.keep_sessions)
+        self._expected: dict[object, str] = {}   # prestart token -> the knowledge base it announced
         # Each iteration starts two workers at once (the gates', the evaluation's): two launched
-        # ahead save ~30 ms each on its critical path (sandbox.engine.spares).
-        SPARES.keep(SPARE_WORKERS)
+        # ahead save ~30 ms each on its critical path (sandbox.engine.spares). Launched as the
+        # iteration asks its reflector (mstar.iteration.mutate), not as soon as the last ones were
+        # taken: a spare holds ~15 MB while it waits, and none is taken after the last iteration.
+        SPARES.keep(SPARE_WORKERS, refill=False)
 
     def run(self, job: EvalJob) -> EvalResult:
+        try:
+            return self._run(job)
+        finally:
+            if job.take_prestart and job.keep and not job.all_episodes:
+                self.sessions.built(self._key(job.source))   # a guess waiting for its knowledge base goes on
+
+    def _run(self, job: EvalJob) -> EvalResult:
         # The live display (mstar.run.eval_progress), when the CLI set one on the router: one
         # entry per evaluation in flight, named by the step it belongs to (seed_x, iter_003, test).
         tracker = getattr(self.router, "eval_progress", None)
@@ -37,11 +48,27 @@ class LocalExecutor:
             tracker.end(entry)
 
     def prestart(self, source: str) -> object | None:
-        """Start `source`'s worker for its coming static evaluation (mstar.evaluation.prestart)."""
-        return prestart(source, self.cfg.sandbox)
+        """Start `source`'s worker for its coming static evaluation (mstar.evaluation.prestart);
+        the knowledge base it will build is announced, so that a guess waits for it."""
+        token = prestart(source, self.cfg.sandbox)
+        if token is not None:
+            self._expected[token] = self._key(source)
+            self.sessions.expect(self._expected[token])
+        return token
 
     def drop_prestart(self, token: object) -> None:
         PRESTARTS.drop(token)
+        key = self._expected.pop(token, None)
+        if key is not None:
+            self.sessions.built(key)   # built by now, or never to be
+
+    def _key(self, source: str) -> str:
+        return session_key(source, [ep.id for ep in self.train])
+
+    def keep_only(self, sources: list[str]) -> int:
+        """Only the knowledge bases of `sources` (over the training episodes) stay kept: the rest
+        are closed, with their workers (the race reads only its racers'; the tests write their own)."""
+        return self.sessions.keep_only(self._key(src) for src in sources)
 
     def close(self) -> None:
         PRESTARTS.drop_all()

@@ -198,13 +198,17 @@ def _entry(evo, entries: list[PoolEntry], top: int, budget: float | None):
     return evidence, sources, static_ids, money, est, race_entry.entrants(entries, est, top, afford)
 
 
+def racers(evo, top: int, size: int, budget: float | None = None) -> list[str]:
+    """The programs `confirm` races, leader first ([] when it races none)."""
+    entries = list(evo.pool.entries)
+    return [] if size <= 0 or top <= 1 or len(entries) < 2 else list(_entry(evo, entries, top, budget)[-1])
+
+
 def starting_leader(evo, top: int, size: int, budget: float | None = None) -> str:
     """The program `confirm` starts its race from (the champion if no challenger gets a verdict):
-    the one whose test is worth starting beside the race (mstar/final/held_out.py)."""
-    entries = list(evo.pool.entries)
-    if size <= 0 or top <= 1 or len(entries) < 2:
-        return candidates(entries, 1)[0].program_id
-    return _entry(evo, entries, top, budget)[-1][0]
+    the one whose test is worth starting beside the race (mstar/final/held_out.py); with no race,
+    the best static score."""
+    return (racers(evo, top, size, budget) or [candidates(list(evo.pool.entries), 1)[0].program_id])[0]
 
 
 def _evidence(evo, racing: list[PoolEntry], earlier: dict[str, dict] | None = None) -> tuple[dict[str, dict], dict]:

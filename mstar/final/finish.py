@@ -52,14 +52,17 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
             # A run killed after its confirmation was recorded goes on from it (mstar/run/resume.py).
             prior = getattr(evo, "prior_confirmation", None)
             racing = prior is None and (rule == "confirmed" or ev.confirm_top > 1)
+            # From here on only the racers' knowledge bases are read again; after the race, none.
+            entrants = champ.racers(evo, ev.confirm_top, ev.confirm_size, getattr(ev, "confirm_budget", None)) \
+                if racing else []
+            _keep_sessions(evo, entrants)
             if racing and evo.task.test:
                 # Needed whatever the race decides, or most likely: started now (if not during the
                 # iterations), in the background, they fill the calls in flight the race leaves free
                 # (a race is a few short chains). mstar/final/held_out.py; figures in docs/confirmation.md.
                 # The race's own starting leader (not the best static score: race_entry.py may lead
                 # with another), as the race most often ends where it starts.
-                first = champ.candidates(entries, 1)[0].program_id if rule == "static" else \
-                    champ.starting_leader(evo, ev.confirm_top, ev.confirm_size, getattr(ev, "confirm_budget", None))
+                first = entrants[0] if entrants and rule != "static" else champ.candidates(entries, 1)[0].program_id
                 held.beside_the_race([seed, evo.pool.get(first)])
             confirmation = champ.Confirmation.from_event(prior) if prior is not None else \
                 champ.confirm(evo, ev.confirm_top, ev.confirm_size, ev.split_seed,
@@ -74,6 +77,7 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
                     llm=evo.router.spent_in(champ.SCOPE),
                     timing={"seconds": round(time.perf_counter() - t_test, 3),
                             "chain_calls": confirmation.chain_calls}))
+            _keep_sessions(evo, [])
             t_test = time.perf_counter()   # the test's own timing starts here
             if evo.task.test:
                 wanted = _wanted(evo, confirmation, seed, rule, getattr(ev, "test_both", False))
@@ -114,6 +118,14 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
                 "read_cpu_s": max((r.read_cpu_seconds for r in tests.values()), default=0.0),
                 "seconds": round(time.perf_counter() - t_test, 3)}))
     return summary
+
+
+def _keep_sessions(evo, program_ids: list[str]) -> None:
+    """Close the kept knowledge bases (and their workers) of every program but these (an executor
+    that keeps none, e.g. on Ray, has nothing to close)."""
+    keep_only = getattr(evo.executor, "keep_only", None)
+    if keep_only is not None:
+        keep_only([evo.pool.get(pid).source for pid in program_ids])
 
 
 def _stopped_before_seeds(evo, t_start: float, stop: Stop | None, iterations: int) -> RunSummary:

@@ -27,6 +27,7 @@ from mstar.evaluation.sessions import LOAD_INFO
 from mstar.offline.toolkit_model import OfflineToolkitModel
 from sandbox.engine.gates import run_gates
 from sandbox.engine.session import SandboxLimits
+from sandbox.engine.spares import SPARES
 
 
 # The gates' smoke test checks mechanics -- types, sizes, the time limit, the call budget -- on a
@@ -66,6 +67,9 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
         kind = "reflect" if attempt == 0 else "compile_fix"
         rec: dict = {"attempt": attempt, "kind": kind}
         records.append(rec)
+        # The candidate's gates and its evaluation each take a worker: launched now, while the
+        # reflector answers (sandbox.engine.spares; a no-op unless the executor keeps spares).
+        SPARES.fill()
         try:
             response = router.call("reflector", messages)
         except FatalLLMError:

@@ -2,6 +2,7 @@
 
     embed.py      sentence embeddings for choosing subsets (MiniLM when installed, else hashing);
                   which model programs' chroma collections get (program_embeddings)
+    apart.py      the split's embeddings computed in a child process (the engine keeps no model)
     served.py     those embeddings served to programs by the engine, and their memo (bounded in
                   bytes, released with each session)
     kmeans.py     static set: k-means over question embeddings, one item per cluster

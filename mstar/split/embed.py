@@ -24,14 +24,18 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import sqlite3
+import struct
+import sys
 import threading
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from mstar.split.apart import ApartEmbedder, read_exactly
 from mstar.split.served import ProgramEmbeddings, SessionEmbeddings  # noqa: F401 (SessionEmbeddings: was here)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -65,22 +69,26 @@ class HashingEmbedder:
     so dot products stay unbiased estimates of the bag-of-words cosine).
     """
 
+    DEFAULT_NAME = "hashing-1024"   # the name of HashingEmbedder(): what a split records
+
     def __init__(self, dim: int = 1024, ngram_range: tuple[int, int] = (1, 2)):
         if dim < 2:
             raise ValueError(f"HashingEmbedder: dim must be >= 2, got {dim}")
-        from sklearn.feature_extraction.text import HashingVectorizer  # import late: sklearn is slow to load
-
-        self.dim = dim
+        self.dim, self.ngram_range = dim, ngram_range
         self.name = f"hashing-{dim}"
-        self._vectorizer = HashingVectorizer(
-            n_features=dim, alternate_sign=True, norm=None, lowercase=True,
-            stop_words="english", ngram_range=ngram_range, dtype=np.float32,
-        )
+        self._vectorizer = None   # made at the first embed: scikit-learn is slow to load, and large
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = _check_texts(texts)
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self._vectorizer is None:
+            from sklearn.feature_extraction.text import HashingVectorizer
+
+            self._vectorizer = HashingVectorizer(
+                n_features=self.dim, alternate_sign=True, norm=None, lowercase=True,
+                stop_words="english", ngram_range=self.ngram_range, dtype=np.float32,
+            )
         counts = self._vectorizer.transform(texts)
         # Sublinear term frequency (sign-preserving): a word said ten times in a long session
         # should not drown the other words the way raw counts would.
@@ -248,15 +256,23 @@ DEFAULT_CACHE_DIR = ".mstar-cache/embeddings"   # the CLI's default, beside the 
 
 
 def make_embedder(model: str = "auto", cache_dir: str | Path | None = None) -> Embedder:
-    """The embedder a run asked for (see module doc); neural ones cached under `cache_dir`."""
+    """The embedder a run asked for (see module doc); neural ones cached under `cache_dir`.
+
+    In a run (`cache_dir` given) the vectors are computed in a child process (ApartEmbedder):
+    a model loaded for the split stayed in the engine for the whole run -- torch and MiniLM ~500 MB,
+    scikit-learn for the hashing embedder ~60 MB (bench/bench_run_memory.py)."""
+    if model == "auto" and not (sentence_transformers_available() and bundled_model_path() is not None):
+        model = "hashing"
     if model == "hashing":
-        return HashingEmbedder()
+        # A process that holds scikit-learn already (a test session, a notebook) loses nothing here.
+        apart = bool(cache_dir) and "sklearn" not in sys.modules
+        return ApartEmbedder("hashing", HashingEmbedder.DEFAULT_NAME) if apart else HashingEmbedder()
     if model == "auto":
-        if not (sentence_transformers_available() and bundled_model_path() is not None):
-            return HashingEmbedder()
         model = DEFAULT_MODEL
     inner = SentenceTransformerEmbedder(model)
-    return CachedEmbedder(inner, cache_dir) if cache_dir else inner
+    if not cache_dir:
+        return inner
+    return CachedEmbedder(ApartEmbedder(inner.model, inner.name, inner.batch_size), cache_dir, key=inner.name)
 
 
 def describe(embedder: Embedder) -> str:
@@ -326,3 +342,24 @@ def program_embeddings_label(chosen: ProgramEmbeddings | None | str = "current")
     if chosen is None:
         return HASHING_LABEL
     return f"{chosen.label} sentence embeddings (neural, computed by the engine)"
+
+
+def _embed_apart(argv: list[str]) -> int:
+    """The child of ApartEmbedder: requests (a length, then a JSON list of texts) on stdin until
+    it closes, each answered on stdout with (rows, dim) and the float32 vectors."""
+    model, batch_size = argv[0], int(argv[1])
+    embedder = HashingEmbedder() if model == "hashing" else SentenceTransformerEmbedder(model, batch_size=batch_size)
+    while True:
+        head = sys.stdin.buffer.read(4)
+        if len(head) < 4:
+            return 0
+        texts = json.loads(read_exactly(sys.stdin.buffer, struct.unpack(">I", head)[0]))
+        vectors = embedder.embed(texts)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        vectors = vectors if vectors.ndim == 2 else vectors.reshape(len(texts), -1)
+        sys.stdout.buffer.write(struct.pack(">II", *vectors.shape) + vectors.tobytes())
+        sys.stdout.buffer.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(_embed_apart(sys.argv[1:]))

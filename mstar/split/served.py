@@ -190,13 +190,13 @@ class SessionEmbeddings:
 
     def close(self) -> None:
         if self.shared.memo.release(self.owner) >= TRIM_AFTER_BYTES:
-            _return_freed_memory()
+            return_freed_memory()
 
 
 TRIM_AFTER_BYTES = 1 << 20
 
 
-def _return_freed_memory() -> None:
+def return_freed_memory() -> None:
     """Hand the heap's free pages back to the system (glibc's malloc_trim; elsewhere nothing).
     Freed vectors and the texts that came with them leave holes glibc keeps for reuse: 18,000
     served texts left the engine at 100 MB after its session closed with an empty memo, 41 MB

@@ -10,6 +10,13 @@ session with the same launcher and limits it was launched with.
 
 Off by default, so a program's session is exactly one worker for whoever counts processes; the
 mstar commands that run evaluations turn it on. Spares left at exit are killed like any worker.
+
+Each spare is a process holding its memory (~15 MB of PSS with chromadb's client) while it waits.
+With `keep(n, refill=False)` a taken spare is not replaced at once: `fill()` launches the missing
+ones when the caller knows sessions are coming (mstar: as an iteration asks its reflector, whose
+reply takes longer than a launch). So spares exist while work is about to start, not through the
+minutes between -- on the 30-session LoCoMo workload two waited through every evaluation and the
+whole final phase, where nothing takes them (bench/bench_run_memory.py).
 """
 from __future__ import annotations
 
@@ -28,26 +35,41 @@ class Spares:
         self._lock = threading.Lock()
         self._waiting: dict[tuple, list[WorkerProcess]] = {}
         self._per_kind = 0
+        self._refill = True
+        self._kinds: dict[tuple, tuple[Any, Any]] = {}   # key -> (launcher, limits) of the sessions seen
         self._jobs: queue.SimpleQueue | None = None
         self._jobs_pid = 0                 # threads do not survive a fork: a child starts its own
         self.taken = self.launched = 0   # counts, for tests and benchmarks
 
-    def keep(self, n: int) -> None:
+    def keep(self, n: int, *, refill: bool = True) -> None:
         """Keep `n` spares for each (launcher, limits) a session has used (0: none, and the
-        waiting ones are ended)."""
+        waiting ones are ended). `refill=False`: a taken spare is replaced only by `fill()`."""
         self._per_kind = max(0, n)
+        self._refill = refill
         if not n:
             self.close()
 
+    def fill(self) -> None:
+        """Launch, in the background, the spares missing for every (launcher, limits) seen so far."""
+        if self._per_kind <= 0:
+            return
+        with self._lock:
+            missing = [(key, kind, self._per_kind - len(self._waiting.get(key, [])))
+                       for key, kind in self._kinds.items() if key[0] == os.getpid()]
+        for key, (launcher, limits), n in missing:
+            for _ in range(n):
+                self._submit(lambda key=key, launcher=launcher, limits=limits: self._launch(key, launcher, limits))
+
     def take(self, launcher: Any, limits: Any) -> WorkerProcess | None:
         """A live spare launched with `launcher` and `limits`, or None; either way another is
-        launched in the background for the next session."""
+        launched in the background for the next session (with `refill=False`: at the next `fill()`)."""
         if self._per_kind <= 0:
             return None
         # The launcher itself, not its id(): a dropped launcher's id may name a new one later.
         key = (os.getpid(), launcher, json.dumps(limits.to_json(), sort_keys=True))
         found, dead = None, []
         with self._lock:
+            self._kinds.setdefault(key, (launcher, limits))
             waiting = self._waiting.setdefault(key, [])
             while waiting and found is None:
                 w = waiting.pop(0)
@@ -56,7 +78,7 @@ class Spares:
                 else:
                     dead.append(w)
             self.taken += found is not None
-            missing = self._per_kind - len(waiting)
+            missing = self._per_kind - len(waiting) if self._refill else 0
         for w in dead:
             self._submit(w.end)
         for _ in range(missing):
@@ -67,6 +89,7 @@ class Spares:
         with self._lock:
             spares = [w for ws in self._waiting.values() for w in ws]
             self._waiting.clear()
+            self._kinds.clear()
         for w in spares:
             w.end()
 
