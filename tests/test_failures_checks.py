@@ -177,3 +177,11 @@ def test_progress_columns_stay_aligned_for_long_program_ids():
     assert "[2 case errors]" in seeds[1]
     assert len(bests) == 2 and bests[0].index("best ") == bests[1].index("best ")
     assert all(len(line) <= printer.width for line in lines)
+
+
+def test_a_wait_line_before_the_evaluation_has_counted_anything_says_starting():
+    live = LiveProgress(_Router(13), out=io.StringIO(), err=io.StringIO(), tty=False, interval=10, clock=_Clock())
+    entry = live.begin("seed_vector_search")
+    assert live.status().startswith("seed_vector_search: starting, 13 calls in flight")
+    entry.update("cases", 0, 6)
+    assert live.status().startswith("seed_vector_search: cases 0/6, 13 calls in flight")

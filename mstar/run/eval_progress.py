@@ -115,7 +115,10 @@ class LiveProgress:
         cd, ct = sum(e.cases[0] for e in entries), sum(e.cases[1] for e in entries)
         wd, wt = sum(e.writes[0] for e in entries), sum(e.writes[1] for e in entries)
         flying = sum(self.router.in_flight().values()) if self.router is not None else 0
-        parts = [f"cases {cd}/{ct}"] + ([f"writes {wd}/{wt}"] if wd < wt else []) + \
+        # A count not known yet (an evaluation's first moments: its episodes and cases not yet
+        # counted) is left out rather than shown as 0/0.
+        known = ([f"cases {cd}/{ct}"] if ct else []) + ([f"writes {wd}/{wt}"] if wd < wt else [])
+        parts = (known or ["starting"]) + \
             [f"{flying} calls in flight"] + self._throttled() + [f"{retries} retries", f"{failed} failed",
                                                                  format_duration(now - min(e.started for e in entries))]
         return f"{names}: " + ", ".join(parts)
