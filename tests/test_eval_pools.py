@@ -103,6 +103,9 @@ def test_ctrl_c_while_an_evaluation_waits_for_its_tasks_reaches_the_caller():
     import threading as th
 
     from mstar.evaluation.pools import Bounded
+    # As in a terminal: a suite started in the background (`pytest &` without job control) has
+    # SIGINT ignored, and a Ctrl-C would then be nothing to reach anyone.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     release = th.Event()
     bounded = Bounded("case", 2)
     bounded.submit(release.wait, 30)      # a task still running when the Ctrl-C comes
@@ -114,3 +117,4 @@ def test_ctrl_c_while_an_evaluation_waits_for_its_tasks_reaches_the_caller():
             bounded.join()
     finally:
         release.set()
+        signal.signal(signal.SIGINT, before)

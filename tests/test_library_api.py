@@ -235,7 +235,10 @@ def test_ctrl_c_in_a_script_stops_the_run_resumably_and_mstar_resume_finishes_it
     with FakeOpenAIServer(offline_responder(), latency_s=0.05) as server:
         env = {**os.environ, "OPENAI_API_KEY": "sk-test"}
         proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(folder), str(marker), server.base_url],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                # as from a terminal: a suite run in the background (`pytest &`)
+                                # hands its children SIGINT ignored, and Python then keeps it so
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 300
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
