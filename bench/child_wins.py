@@ -90,12 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     wins = {int(w) for w in args.wins.split(",") if w.strip()}
     srv = FakeOpenAIServer(child_wins_responder(wins), latency_s=args.latency)
     print(srv.base_url, flush=True)
-    try:
-        srv._httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        srv._httpd.server_close()
+    srv.serve_until_interrupted()
     return 0
 
 

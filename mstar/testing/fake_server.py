@@ -343,6 +343,15 @@ class FakeOpenAIServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
+    def serve_until_interrupted(self) -> None:
+        """Serve in this thread until Ctrl-C (the command line's way; tests use `with`)."""
+        try:
+            self._httpd.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self._httpd.server_close()
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mstar.testing.fake_server", description=__doc__.split("\n\n")[0])
@@ -381,12 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     print(srv.base_url, flush=True)
     print(f"serving {'models ' + ', '.join(models) if models else 'any model name (roles read from the prompt)'}",
           flush=True)
-    try:
-        srv._httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        srv._httpd.server_close()
+    srv.serve_until_interrupted()
     return 0
 
 
