@@ -8,8 +8,8 @@ four replies in a row):
 
 - The best seed is known once the seeds are scored, and it is tested whatever the run does
   next. Its test starts then, in the background at the lowest priority (slots.IDLE: behind the
-  iterations' calls and the prefetch's guesses, at most a quarter of the calls in flight:
-  slots.BackgroundShare).
+  iterations' calls and the prefetch's guesses, within the background's half of the calls in
+  flight: slots.BackgroundShare).
 - When the champion is chosen, the program the race starts from (its leader on the evidence
   before it buys anything, mstar/final/race_entry.py; with `--pick static` the best static
   score) is most often the one it confirms. Its test starts with the race, in the

@@ -93,19 +93,21 @@ class _Held:
 class BackgroundShare:
     """Background work's part of the run's cap (mstar/llm/scope.py): at most half of it, so that
     the calls the run waits on, which come in bursts (25 formulations at once), find slots free
-    instead of waiting a whole reply for them; IDLE work (a test started early) at most a quarter,
-    so that the prefetch's guesses, which the next iteration waits on, keep the rest (with half
-    for both, an iteration waited 5.7 s for its guess at 2,000 ms)."""
+    instead of waiting a whole reply for them. Within that half, a waiting call goes by its
+    priority: a guess the next iteration may wait on (LAST) before a test started early (IDLE).
+
+    IDLE work once had a quarter of its own, so that the guesses kept room (with half for both and
+    every guess sent, an iteration waited 5.7 s for its guess at 2,000 ms). Since guesses are sent
+    only when they pay (mstar/iteration/guesses.py: 1-2 a run at 2,000 ms), that quarter left the
+    early test ~280 calls through 16 slots: it ended ~6 s after the iterations, the final phase's
+    main wait. Measured on bench/bench_lead.py's 2,000 ms cells: the final phase 9.6 -> 4.5 s (seed
+    wins, 3 iterations) and 7.7 -> 2.3 s (child wins), the iterations as before."""
 
     def __init__(self, cap: int) -> None:
-        self.any, self.idle = Slots(max(1, cap // 2)), Slots(max(1, cap // 4))
+        self.any = Slots(max(1, cap // 2))
 
     def held(self, priority: int | None):
         """The context a call of this priority (None: not background work) is sent in."""
         if priority is None:            # every call the run waits on: nothing to hold here
             return contextlib.nullcontext()
-        stack = contextlib.ExitStack()
-        if priority == IDLE:
-            stack.enter_context(self.idle.held(priority))
-        stack.enter_context(self.any.held(priority))
-        return stack
+        return self.any.held(priority)
