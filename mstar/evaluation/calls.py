@@ -28,8 +28,11 @@ class Calls:
 
     def text(self, role: str, messages: list[dict], priority: int = NORMAL,
              question: bool = True) -> tuple[str, str | None, int]:
-        """(reply, error, waited): waited is 1 when a request was made, 0 when the response
-        cache answered -- what the critical-path bound counts. `priority`: where the call
+        """(reply, error, waited): waited is 1 when a request was made or when this call waited
+        most of a reply for an identical request already in flight, 0 when the response cache
+        answered -- what the critical-path bound counts (a shared flight is a reply waited for:
+        counted as none, three seeds asking the same formulations made the seeds' bound one reply
+        short). `priority`: where the call
         queues when the role's slots are full (mstar.llm.slots). `question`: a call made to
         answer a question (False: an extraction, a write's toolkit call)."""
         with self._lock:
@@ -48,7 +51,7 @@ class Calls:
                 self.question_tokens += resp.prompt_tokens + resp.completion_tokens
             else:
                 self.write_tokens += resp.prompt_tokens + resp.completion_tokens
-        return resp.text, None, 0 if resp.cache_hit else 1
+        return resp.text, None, 1 if not resp.cache_hit or resp.flight_wait >= 0.5 else 0
 
 
 class Toolkit:

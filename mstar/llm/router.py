@@ -176,7 +176,9 @@ class LLMRouter:
                     self._flights.land(key, flight, resp)
                     return resp
             if resp is not None:
-                shared = dataclasses.replace(resp, cache_hit=True, hints=None)
+                waited = time.perf_counter() - t0
+                shared = dataclasses.replace(resp, cache_hit=True, hints=None,
+                                             flight_wait=min(1.0, waited / resp.latency_s) if resp.latency_s > 0 else 0.0)
                 if shared.finish_reason != "length" or allow_truncated:
                     return self._hit(role, shared, kind, t0)
             # The request it waited for failed (or was cut short for this caller): ask again.

@@ -56,10 +56,15 @@ class ChatResponse:
     cached_tokens: int = 0          # prompt tokens the provider served from its own prompt cache
     cache_hit: bool = False         # served by mstar's response cache, no request was made
     hints: object = field(default=None, repr=False, compare=False)   # the reply's x-ratelimit-* headers
+    # A cache hit taken from an identical request already in flight (router.py's single flight):
+    # the share of that request's latency this caller waited for it. No request was made, yet the
+    # caller waited for a reply: the critical path counts it (evaluation/calls.py).
+    flight_wait: float = field(default=0.0, compare=False)
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out.pop("hints", None)
+        out.pop("flight_wait", None)     # this caller's wait, not the reply's: not for the cache
         return out
 
 
