@@ -25,7 +25,8 @@ venv at DIR/.venv -- e.g. the code of 8aa27d6, the token baseline of issue 43). 
   final s                    confirmation (the race) + the test, beside its bound
   run s                      the run (summary.json seconds), beside its bound
 
-A bound is the replies that had to come one after another, times the latency: an iteration's
+A bound is the replies that had to come one after another, times the latency (a call that waited
+for an identical request already in flight counts: it waited a reply; a stored reply does not): an iteration's
 rotating chain + its reflector requests + its child's chain (the lineage's chain_calls per stage);
 the final phase's race chain, plus the champion's test chain when its test was not started before
 the race (the best seed's starts after the seeds; the race's starting leader's starts with it);
