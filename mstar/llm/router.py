@@ -14,7 +14,6 @@ the task role from a thread pool.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
@@ -29,7 +28,7 @@ from mstar.llm.budget import Budget
 from mstar.llm.limiter import DEFAULT_PATIENCE_S, limiters_for_roles, token_estimate
 from mstar.llm.replay import ReplayCounter
 from mstar.llm.roles import BACKENDS, CACHE_MODES, RolePolicy, backend_identity, cache_mode, make_backend  # noqa: F401
-from mstar.llm.single_flight import Flights, TakenOver
+from mstar.llm.single_flight import Flights, TakenOver, joined_reply
 from mstar.llm.retry import RetryPolicy, retry_delay
 from mstar.llm.slots import NORMAL, BackgroundShare, Slots
 from mstar.llm.types import (Backend, CallCancelled, ChatResponse, LLMError, TransientLLMError,
@@ -176,9 +175,7 @@ class LLMRouter:
                     self._flights.land(key, flight, resp)
                     return resp
             if resp is not None:
-                waited = time.perf_counter() - t0
-                shared = dataclasses.replace(resp, cache_hit=True, hints=None,
-                                             flight_wait=min(1.0, waited / resp.latency_s) if resp.latency_s > 0 else 0.0)
+                shared = joined_reply(resp, time.perf_counter() - t0)
                 if shared.finish_reason != "length" or allow_truncated:
                     return self._hit(role, shared, kind, t0)
             # The request it waited for failed (or was cut short for this caller): ask again.

@@ -18,9 +18,18 @@ nothing and takes the new flight's reply (`TakenOver`).
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 from mstar.llm.types import ChatResponse
+
+
+def joined_reply(resp: ChatResponse, waited_s: float) -> ChatResponse:
+    """The leader's reply as a caller that waited `waited_s` for it gets it: a cache hit (no
+    request of its own), with the share of the leader's latency it waited (`flight_wait`), which
+    the critical-path count reads (evaluation/calls.py)."""
+    share = min(1.0, waited_s / resp.latency_s) if resp.latency_s > 0 else 0.0
+    return dataclasses.replace(resp, cache_hit=True, hints=None, flight_wait=share)
 
 
 class TakenOver(Exception):
