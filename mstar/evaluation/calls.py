@@ -28,11 +28,10 @@ class Calls:
 
     def text(self, role: str, messages: list[dict], priority: int = NORMAL,
              question: bool = True) -> tuple[str, str | None, int]:
-        """(reply, error, waited): waited is 1 when a request was made or when this call waited
-        most of a reply for an identical request already in flight, 0 when the response cache
-        answered -- what the critical-path bound counts (a shared flight is a reply waited for:
-        counted as none, three seeds asking the same formulations made the seeds' bound one reply
-        short). `priority`: where the call
+        """(reply, error, waited): waited is 1 when a request was made, or when this call waited
+        at least half a reply for an identical request already in flight (single flight: the
+        three seeds ask the same formulations at once); 0 when the response cache had the reply
+        -- what the critical-path bound counts. `priority`: where the call
         queues when the role's slots are full (mstar.llm.slots). `question`: a call made to
         answer a question (False: an extraction, a write's toolkit call)."""
         with self._lock:
