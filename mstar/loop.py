@@ -26,7 +26,7 @@ from typing import Callable
 
 from mstar.config import RunConfig
 from mstar.evaluation import EndpointOutage, EvalResult, sandbox_limits
-from mstar.evaluation.records import failed_result
+from mstar.evaluation.records import WRITE_EXAMPLES, failed_result
 from mstar.execution import EvalJob, Executor, make_executor
 from mstar.final.finish import Stop as _Stop, finish_run
 from mstar.final.held_out import HeldOutTests, may_start_early
@@ -233,7 +233,7 @@ class Evolution:
         inp = ReflectionInput(
             source=parent.source, iteration=iteration, score=parent.static_score,
             failed_cases=picked, success_cases=[c for c in cases if c["score"] >= 0.5][:2],
-            write_examples=[w.__dict__ for w in rot.writes[:2]], lineage=lineage, already_tried=tried,
+            write_examples=[w.__dict__ for w in rot.writes[:WRITE_EXAMPLES]], lineage=lineage, already_tried=tried,
             mode=ev.mode, references=[(e.program_id, e.static_score, e.source)
                                       for e in self.strategies.references.pick(parent, seen)],
             debug_logs=rot.load_warnings + [l for w in rot.writes[:3] for l in w.debug_logs]

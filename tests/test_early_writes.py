@@ -1,8 +1,9 @@
 """Writes that need not wait for their extraction (mstar/evaluation/item_use.py, ingest.py).
 
 A program whose write() never reads its item is written at once, while the extractions are still
-in flight; the records get the extracted items when they come back, and the knowledge base -- so
-every read and answer -- is the one the waiting path builds. The static check says "it may read
+in flight; only the reflector's examples (the first WRITE_EXAMPLES episodes) are extracted, their
+records get the items when they come back, and the knowledge base -- so every read and answer --
+is the one the waiting path builds. The static check says "it may read
 the item" at anything unusual: a name, a swapped method, reflection, an item class that runs code
 when it is built."""
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from mstar.config import LLMConfig, SandboxConfig
 from mstar.evaluation import evaluate
 from mstar.evaluation.item_use import write_ignores_item
-from mstar.evaluation.records import CaseResult, WriteRecord, summarise
+from mstar.evaluation.records import WRITE_EXAMPLES, CaseResult, WriteRecord, summarise
 from mstar.llm.ledger import call_kind
 from mstar.llm.router import LLMRouter, RolePolicy
 from mstar.tasks import load_task
@@ -78,9 +79,11 @@ class _HeldExtractions:
     def __init__(self, inner):
         self.inner, self.name, self.model = inner, inner.name, inner.model
         self.release = threading.Event()
+        self.extractions = 0
 
     def complete(self, messages):
         if call_kind("task", messages) == "extract_knowledge_item":
+            self.extractions += 1
             assert self.release.wait(20), "the extractions were never released"
         return self.inner.complete(messages)
 
@@ -104,20 +107,25 @@ def _evaluate_with_held_extractions(source, task):
     before_release = max(written, default=0)
     held.release.set()
     t.join(60)
-    return out["result"], before_release
+    return out["result"], before_release, held.extractions
 
 
 def test_a_program_that_ignores_its_item_is_written_while_the_extractions_are_still_out():
     task = load_task("sample")
-    early, written_early = _evaluate_with_held_extractions(SEED_A, task)
+    early, written_early, asked_early = _evaluate_with_held_extractions(SEED_A, task)
     assert written_early == 5                        # every write before any extraction was back
-    waited, written_waiting = _evaluate_with_held_extractions(READS_ITEM, task)
+    waited, written_waiting, asked_waiting = _evaluate_with_held_extractions(READS_ITEM, task)
     assert written_waiting == 0                      # this one waits: its write reads the item
     assert early.error is None and waited.error is None
     assert all(w.early for w in early.writes) and not any(w.early for w in waited.writes)
-    # The records hold the extracted items all the same (the reflector's write examples).
-    assert [w.item for w in early.writes] == [w.item for w in waited.writes]
-    assert all(w.item.get("content") for w in early.writes)
+    # Only the reflector's write examples are extracted: their records hold the items the
+    # waiting path extracted; the others were never asked for and say so.
+    assert WRITE_EXAMPLES == 2 and asked_early == WRITE_EXAMPLES and asked_waiting == 5
+    n = WRITE_EXAMPLES
+    assert [w.item for w in early.writes[:n]] == [w.item for w in waited.writes[:n]]
+    assert all(w.item.get("content") and w.extracted for w in early.writes[:n])
+    assert all(not w.extracted and not w.item.get("content") for w in early.writes[n:])
+    assert all(w.extracted for w in waited.writes)
 
 
 def test_an_extraction_the_writes_did_not_wait_for_is_not_on_the_chain():
@@ -143,7 +151,8 @@ def test_early_writes_build_the_same_knowledge_base_as_waiting_ones():
     assert [w.early for w in runs[0].writes] == [True] * 6 and not any(w.early for w in runs[1].writes)
     assert [c.retrieved for c in runs[0].cases] == [c.retrieved for c in runs[1].cases]
     assert [c.answer for c in runs[0].cases] == [c.answer for c in runs[1].cases]
-    assert [w.item for w in runs[0].writes] == [w.item for w in runs[1].writes]
+    n = WRITE_EXAMPLES      # the reflector's examples: extracted either way, the same items
+    assert [w.item for w in runs[0].writes[:n]] == [w.item for w in runs[1].writes[:n]]
 
 
 def test_the_check_parses_safely_beside_other_threads_parsing():

@@ -159,8 +159,9 @@ def test_a_run_behind_a_rate_limit_finishes_with_no_failed_call(tmp_path, capsys
 
 
 def test_an_endpoint_that_refuses_everything_stops_the_run_resumably_as_rate_limited(tmp_path, capsys):
-    # The connection check and the first 20 requests are served; then only 429s.
-    faults = Faults(rate=1.0, kinds=("rate_limit",), script=[None] * 21, retry_after_s=0.2)
+    # The first 9 requests (the connection check's among them) are served; then only 429s. The
+    # seed needs 14 (6 formulations, 6 answers, its 2 write examples' extractions): none is scored.
+    faults = Faults(rate=1.0, kinds=("rate_limit",), script=[None] * 9, retry_after_s=0.2)
     with FakeOpenAIServer(offline_responder(), faults=faults) as srv:
         run = tmp_path / "run"
         rc = main(["evolve", *SMALL, "--iterations", "1", "--out", str(run), "--rate-limit-patience", "1.5",

@@ -194,6 +194,12 @@ def test_hostile_markup_renders_as_text(browser, tmp_path):
         # the right-to-left override is shown, not obeyed (as the CLI shows it)
         assert page.text_content("#retrieved pre.retrieved") == HOSTILE_RETRIEVED.replace("\u202e", "\\u202e")
         clean()
+        # the writes: an extracted item as JSON, one never asked for (write() ignores it) says so
+        writes = page.locator("#writes details.write")
+        assert writes.count() == 2
+        assert "Maya works at the bakery" in writes.nth(0).text_content()
+        assert "not extracted: this program's write() never reads its item" in writes.nth(1).text_content()
+        assert "not extracted" not in writes.nth(0).text_content()
         # the attribution place shows a case's `attribution` when it has one, and nothing otherwise
         assert page.locator("#attribution").count() == 0
         page.goto(srv.url + "#/run/hostile/case/iter_001/static/q2")

@@ -30,7 +30,10 @@ def case(qid: str, score: float, **kw) -> dict:
 
 
 WRITES = [{"episode_id": "e1", "raw_text": "Maya: I work at the bakery.", "item": {"content": "Maya works at the bakery"},
-           "warnings": [], "debug_logs": ["stored 1"], "error": None, "llm_error": None}]
+           "warnings": [], "debug_logs": ["stored 1"], "error": None, "llm_error": None},
+          # written early, past the reflector's examples: its item was never asked for (ingest.py)
+          {"episode_id": "e2", "raw_text": "Maya: The mill closed.", "item": {"content": ""}, "warnings": [],
+           "debug_logs": [], "error": None, "llm_error": None, "early": True, "extracted": False}]
 
 
 def make_ui_run(root: Path, *, finished: bool = True, calls_at: float | None = None) -> Path:

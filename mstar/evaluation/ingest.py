@@ -2,9 +2,18 @@
 
 A write normally goes to the worker as soon as its extraction (and every write before it) is
 back. When the program's write() provably never reads its item (mstar.evaluation.item_use), the
-writes go at once, each with a placeholder item (every field at its default), and the extracted
-items are filled into the write records when they arrive (`settle`): the knowledge base is the
-same, built while the extractions are still in flight instead of after them.
+writes go at once, each with a placeholder item (every field at its default): the knowledge base
+is the same, built while no extraction is in flight. Only the first WRITE_EXAMPLES episodes'
+items are asked for then, filled into their records when they arrive (`settle`): the reflector
+is shown those as examples of what the extraction makes (mstar/loop.py); the others' would cost
+a request each and change nothing. The rest of the records say `extracted=False`.
+
+Why not ask them all, as the paper's pipeline does: an item no write reads cannot change the
+knowledge base, a score or a reflection, yet the 28 other requests competed with the calls the
+evaluation waits on. Three seeds ask ~185 calls through the run's 64 in flight (two of them
+share these extractions): 30 that only records needed took slots a moment before the
+summariser's toolkit calls were asked, pushing 3-5 of those, and their answers, a reply later
+(bench/bench_lead.py at 2,000 ms: the seeds' phase ~9 s against a chain of 6 s).
 
 An LLM call that fails after its retries is an error of its episode, never a guess written in
 its place: an episode whose extraction failed is not written (writing the schema's defaults and
@@ -29,17 +38,19 @@ MAX_RAW_IN_RECORD = 1500  # write examples keep a prefix of the raw text, not al
 def ingest(program, episodes, extract, info, progress, *, early: bool = False
            ) -> tuple[list[WriteRecord], Callable[[], None]]:
     """Write `episodes` through `program` (run._Program); `extract` holds each episode's
-    extraction future. Returns the records and `settle()`, which waits for the extractions the
-    writes did not wait for (early) and records them; it raises what the extraction raised."""
+    extraction future (early: the first episodes' only, see the module docstring). Returns the
+    records and `settle()`, which waits for the extractions the writes did not wait for (early)
+    and records them; it raises what the extraction raised."""
     records: list[WriteRecord] = []
     progress("writes", 0, len(episodes))
     placeholder = agent.fill_fields(None, info.knowledge_item_schema)[0] if early else None
-    for ep, fut in zip(episodes, extract):
+    for i, ep in enumerate(episodes):
         if early:
-            rec = WriteRecord(ep.id, ep.text[:MAX_RAW_IN_RECORD], dict(placeholder), [], early=True)
+            rec = WriteRecord(ep.id, ep.text[:MAX_RAW_IN_RECORD], dict(placeholder), [], early=True,
+                              extracted=i < len(extract))
         else:
             rec = WriteRecord(ep.id, ep.text[:MAX_RAW_IN_RECORD], {}, [])
-            if not _extracted(rec, fut.result(), info):
+            if not _extracted(rec, extract[i].result(), info):
                 rec.ingest_error = rec.llm_error + " (the episode was not written)"
         if rec.ingest_error is None:
             _write(program, rec, ep.text)
@@ -48,7 +59,7 @@ def ingest(program, episodes, extract, info, progress, *, early: bool = False
 
     def settle() -> None:
         if early:
-            for rec, fut in zip(records, extract):
+            for rec, fut in zip(records, extract):   # the first len(extract) records
                 _extracted(rec, fut.result(), info)
     return records, settle
 

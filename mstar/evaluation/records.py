@@ -57,6 +57,11 @@ class CaseResult:
         return case_scored(self)
 
 
+# The write records the reflector is shown as examples (mstar/loop.py), the first of an evaluation.
+# When write() never reads its item only these episodes' items are asked for (mstar.evaluation.ingest).
+WRITE_EXAMPLES = 2
+
+
 @dataclass
 class WriteRecord:
     episode_id: str
@@ -73,6 +78,8 @@ class WriteRecord:
     seconds: float = 0.0               # the worker's write() (toolkit calls included)
     early: bool = False                # written before its extraction was back (write() never reads
                                        # its item: mstar.evaluation.item_use); `item` came later
+    extracted: bool = True             # False: its item was never asked for (an early write past the
+                                       # first WRITE_EXAMPLES); `item` is the schema's defaults
 
 
 @dataclass

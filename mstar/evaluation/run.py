@@ -7,7 +7,8 @@ meta["interactive"]) is played after its read instead of answered: mstar/evaluat
 
 With a real model the time goes to waiting, so as much as possible waits at once:
   - every extraction and every query formulation is asked at the start (they need only the
-    program's instructions and schema, not its knowledge base);
+    program's instructions and schema, not its knowledge base; when write() never reads its
+    item, only the reflector's examples' extractions: mstar.evaluation.ingest);
   - writes go to the worker in episode order, each as soon as its extraction is back (or at
     once, when write() never reads its item: mstar.evaluation.ingest), so the knowledge base is
     built the same way whatever the concurrency;
@@ -38,8 +39,8 @@ from mstar.config import SandboxConfig
 from mstar.evaluation.ingest import check_ingestion, ingest
 from mstar.evaluation.item_use import write_ignores_item
 from mstar.evaluation.read_state import read_changes_state
-from mstar.evaluation.records import (OUTAGE_MIN_FAILED, CaseResult, EndpointOutage, EvalResult, failed_result,
-                                     summarise)
+from mstar.evaluation.records import (OUTAGE_MIN_FAILED, WRITE_EXAMPLES, CaseResult, EndpointOutage, EvalResult,
+                                     failed_result, summarise)
 from mstar.evaluation.playing import play_query
 from mstar.evaluation.pools import Bounded, close_later, shared_pool
 from mstar.evaluation.prestart import PRESTARTS
@@ -164,15 +165,16 @@ def evaluate(
         # Query formulation needs only the instructions and the schema: asked right away, with
         # the extractions, so it is back by the time the last episode is written.
         q_msgs = agent.formulation_messages(info, queries)
-        # An extraction a write waits for goes first; one no write waits for (write() ignores its
-        # item) goes last, after the formulations: only its record needs it.
+        # An extraction a write waits for goes first; when write() ignores its item no write waits
+        # for any, and only the reflector's examples are asked for, last, after the formulations
+        # (mstar.evaluation.ingest says why not the others).
         early = kept is None and write_ignores_item(source)
         pending, extract = [], []
 
-        def ask_extractions(priority: int) -> None:
+        def ask_extractions(priority: int, count: int | None = None) -> None:
             extract.extend(llm_pool.submit(calls.text, "task", agent.build_extraction_messages(
                 consts["INSTRUCTION_KNOWLEDGE_ITEM"], ep.text, info.knowledge_item_schema), priority, False)
-                           for ep in episodes)
+                           for ep in episodes[:count])
             pending.extend(extract)
         try:
             if kept is None and not early:
@@ -184,7 +186,7 @@ def evaluate(
                 [llm_pool.submit(calls.text, "task", m) for m in q_msgs]
             pending += q_futs
             if early:
-                ask_extractions(LAST)
+                ask_extractions(LAST, WRITE_EXAMPLES)
             if kept is None and starting is not None:
                 try:
                     loaded = starting.result()

@@ -107,7 +107,9 @@ function writesBlock(writes) {
   return writes.map((w, i) => h("details", {class: "write"},
     h("summary", null, `${i + 1}. episode ${w.episode_id || "?"}`, w.error ? h("span", {class: "error"}, " (write failed)") : null,
       w.llm_error ? h("span", {class: "warn"}, " (LLM call failed)") : null),
-    h("h3", null, "knowledge item"), M.json(w.item),
+    h("h3", null, "knowledge item"),
+    // An early write past the reflector's examples: its item was never asked for (write() ignores it).
+    w.extracted === false ? M.pre("not extracted: this program's write() never reads its item", "muted") : M.json(w.item),
     (w.debug_logs || []).length ? [h("h3", null, "debug logs"), M.pre(w.debug_logs.join("\n"))] : null,
     w.error ? M.pre(w.error, "error") : null,
     (w.warnings || []).length ? M.pre(w.warnings.join("\n"), "warn") : null,
