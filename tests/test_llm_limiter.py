@@ -212,7 +212,7 @@ def test_waiting_callers_get_their_permits_by_priority_then_arrival():
 def test_an_endpoint_that_only_refuses_runs_out_of_patience_for_every_caller():
     lim = EndpointLimiter("http://h/v1#abc", patience_s=0.3)
     sent = lim.acquire()
-    lim.refused(sent, retry_after=10.0)           # pauses everyone for longer than the patience
+    lim.refused(sent, retry_after=1.5)            # pauses everyone for longer than the patience
     errors = []
 
     def ask():
