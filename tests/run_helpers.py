@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -31,6 +32,24 @@ def small_run(tmp_path_factory) -> Path:
             assert main(["evolve", *SMALL_ARGS, "--out", str(out), "--quiet"]) == 0
         _CACHE["run"] = out
     return _CACHE["run"]
+
+
+def lock_holders(path: Path) -> list[str]:
+    """Every live process with `path` open (pid, parent, command line): what an assertion that a
+    run's lock is free names when it is not."""
+    target, found = str(path.resolve()), []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if not any(os.readlink(f"/proc/{pid}/fd/{fd}") == target for fd in fds):
+                continue
+            status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                          if ":" in line)
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            found.append(f"pid {pid} (parent {status.get('PPid', '?').strip()}): {cmd[:160]}")
+        except OSError:   # gone meanwhile, or not ours to read
+            continue
+    return found
 
 
 def copy_run(src: Path, dst: Path) -> Path:

@@ -16,7 +16,7 @@ import pytest
 
 from mstar.cli import main
 from mstar.run.store import RunStore
-from run_helpers import SMALL_ARGS, copy_run, lineage, small_run
+from run_helpers import SMALL_ARGS, copy_run, lineage, lock_holders, small_run
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIALS = 10              # runs killed mid-run and resumed
@@ -104,7 +104,7 @@ def test_sigkill_at_random_points_then_resume_gives_the_same_lineage(tmp_path, t
                             f"(lengths {len(baseline)} vs {len(got)}); differences only in 'llm' token counts "
                             "usually mean an offline model depends on PYTHONHASHSEED (set iteration order)")
             assert json.loads((run / "summary.json").read_text())["format_version"] >= 1
-            assert not RunStore(run).is_locked()
+            assert not RunStore(run).is_locked(), (rec, os.getpid(), lock_holders(run / ".lock"))
     t_total = time.perf_counter() - t0
     print(f"resume trials: {landed} kills landed mid-run of {TRIALS}; {t_total:.1f} s in all")
     assert landed == TRIALS >= 10, records
