@@ -67,9 +67,9 @@ def test_background_calls_hold_half_the_cap_a_guess_goes_before_a_test_and_the_r
     threads = [_ask(router, f"test{i}", llm_scope.Background(IDLE)) for i in range(6)]
     # A test started early takes the whole background half (4 of 8), not a quarter of it: the
     # iterations leave it free most of the time.
-    wait_until(lambda: len(gate.asked) == 4 and router._background.any.waiting() == 2)
+    wait_until(lambda: len(gate.asked) == 4 and router.background.any.waiting() == 2)
     threads += [_ask(router, f"guess{i}", llm_scope.Background(LAST)) for i in range(2)]
-    wait_until(lambda: router._background.any.waiting() == 4)
+    wait_until(lambda: router.background.any.waiting() == 4)
     threads.append(_ask(router, "needed now"))
     wait_until(lambda: "needed now" in gate.asked)      # sent while eight background calls are out or waiting
     time.sleep(0.05)
@@ -86,12 +86,37 @@ def test_background_calls_hold_half_the_cap_a_guess_goes_before_a_test_and_the_r
     assert sorted(gate.asked[7:]) == ["test4", "test5"]
 
 
+def test_beside_the_race_the_tests_take_the_whole_cap_and_the_race_s_calls_still_go_first():
+    gate = _OneByOne()
+    router = LLMRouter({r: gate for r in ROLES}, max_in_flight=8)
+    threads = [_ask(router, f"test{i}", llm_scope.Background(IDLE)) for i in range(10)]
+    wait_until(lambda: len(gate.asked) == 4 and router.background.any.waiting() == 6)   # during the iterations: half
+    held = HeldOutTests(SimpleNamespace(), early=True)
+    held.beside_the_race([], share=router.background)
+    # The calls already waiting for the background's half go at once: the race leaves the rest free.
+    wait_until(lambda: len(gate.asked) == 8)
+    time.sleep(0.05)
+    assert len(gate.asked) == 8 and router.background.any.waiting() == 2
+    threads.append(_ask(router, "race batch"))
+    wait_until(lambda: router._cap.waiting() == 1)
+    gate.turns.release()                                  # one test call ends: its slot goes to the race
+    wait_until(lambda: "race batch" in gate.asked)
+    assert gate.asked[8] == "race batch"
+    gate.open.set()
+    for _ in range(8):
+        gate.turns.release()
+    for t in threads:
+        t.join(10)
+    assert sorted(gate.asked[9:]) == ["test8", "test9"]
+    held.close()
+
+
 def test_cancelled_work_sends_nothing_more_and_records_nothing():
     gate = Gate()
     router = LLMRouter({r: gate for r in ROLES}, max_in_flight=2)      # background share: 1
     work, errors = llm_scope.Background(IDLE), []
     threads = [_ask(router, f"bg{i}", work, errors) for i in range(3)]
-    wait_until(lambda: gate.asked == ["bg0"] and router._background.any.waiting() == 2)
+    wait_until(lambda: gate.asked == ["bg0"] and router.background.any.waiting() == 2)
     work.cancel()
     gate.open.set()
     for t in threads:
@@ -135,7 +160,7 @@ def test_a_call_the_run_waits_on_takes_over_an_identical_background_request_not_
     wait_until(lambda: gate.asked == ["busy"])
     threads.append(threading.Thread(target=ask, args=("same", queued)))
     threads[1].start()
-    wait_until(lambda: router._background.any.waiting() == 1)      # queued behind "busy" (share: 1)
+    wait_until(lambda: router.background.any.waiting() == 1)      # queued behind "busy" (share: 1)
     threads.append(threading.Thread(target=ask, args=("same", None)))
     threads[2].start()
     wait_until(lambda: gate.asked == ["busy", "same"])         # sent now, while the background one waits

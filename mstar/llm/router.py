@@ -52,7 +52,7 @@ class LLMRouter:
         # never has more than max_in_flight requests out at once.
         self.max_in_flight = max_in_flight
         self._cap = Slots(max_in_flight)
-        self._background = BackgroundShare(max_in_flight)   # background work's part of it (slots.py)
+        self.background = BackgroundShare(max_in_flight)   # background work's part of it (slots.py)
         self._flights = Flights()
         self.limiters, self._limiter_of = limiters_for_roles(backends, pacing or {}, rate_limit_patience_s)
         self.cache = cache
@@ -200,7 +200,7 @@ class LLMRouter:
                 self._sleep(alone)
                 held += alone
                 alone = 0.0
-            with self._background.held(llm_scope.background_priority()), self._slots[role].held(priority):
+            with self.background.held(llm_scope.background_priority()), self._slots[role].held(priority):
                 if llm_scope.cancelled():   # cancelled while it waited for a slot
                     raise CallCancelled(f"role {role!r}: not sent, its work was cancelled")
                 if limiter is not None:
@@ -288,7 +288,7 @@ class LLMRouter:
     def set_max_in_flight(self, n: int) -> None:
         """A smaller cap for this router, before its first call (the Ray executor gives the rest of
         the run's cap to the cluster's gate: mstar/execution/ray_gate.py)."""
-        self.max_in_flight, self._cap, self._background = n, Slots(n), BackgroundShare(n)
+        self.max_in_flight, self._cap, self.background = n, Slots(n), BackgroundShare(n)
 
     def throttling(self) -> list[dict]:
         """Each endpoint limiter's state (mstar/llm/limiter.py): 429s, seconds held, pace."""

@@ -72,6 +72,17 @@ class Slots:
     def held(self, priority: int = NORMAL) -> "_Held":
         return _Held(self, priority)
 
+    def widen(self, limit: int) -> None:
+        """Raise the limit to `limit` (never lower it); the new slots go to waiting calls at once."""
+        with self._lock:
+            if limit <= self.limit:
+                return
+            self._free += limit - self.limit
+            self.limit = limit
+            while self._free > 0 and self._waiting:
+                self._free -= 1
+                heapq.heappop(self._waiting)[2].set()
+
     def waiting(self) -> int:
         with self._lock:
             return len(self._waiting)
@@ -104,7 +115,15 @@ class BackgroundShare:
     wins, 3 iterations) and 7.7 -> 2.3 s (child wins), the iterations as before."""
 
     def __init__(self, cap: int) -> None:
+        self.cap = cap
         self.any = Slots(max(1, cap // 2))
+
+    def widen(self) -> None:
+        """From now on background work may hold the whole cap, still behind every call the run
+        waits on: once the iterations are over (mstar/final/held_out.py, beside_the_race), when the
+        run's own calls are the race's batches, a few dozen calls at a time, and no guess is left
+        to keep room for."""
+        self.any.widen(self.cap)
 
     def held(self, priority: int | None):
         """The context a call of this priority (None: not background work) is sent in."""
