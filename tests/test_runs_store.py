@@ -1,4 +1,7 @@
 import json
+import os
+import signal
+import time
 
 import pytest
 
@@ -52,3 +55,30 @@ def test_program_and_case_paths_never_lead_out_of_the_run_folder(tmp_path):
     assert not (tmp_path / "out.py").exists()
     store.write_program("iter_001", "ok\n")
     assert store.read_program("iter_001") == "ok\n" and store.read_program("iter_002") is None
+
+
+def test_a_child_forked_while_the_run_is_locked_does_not_keep_the_lock(tmp_path):
+    # A multiprocessing worker forked during a run (os.fork, no exec) shared the run's flock and
+    # kept the folder "in use by another mstar process" for as long as it lived.
+    store = RunStore(tmp_path / "run")
+    store.create()
+    store.acquire_lock()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:                     # the child: lives on, holding whatever the fork gave it
+        os.close(read_end)
+        os.write(write_end, b"up")
+        time.sleep(3)
+        os._exit(0)
+    try:
+        os.close(write_end)
+        assert os.read(read_end, 2) == b"up"
+        store.release_lock()
+        assert not RunStore(store.root).is_locked()
+        other = RunStore(store.root)
+        other.acquire_lock()         # the next resume takes the folder while the child still lives
+        other.release_lock()
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(read_end)

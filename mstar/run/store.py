@@ -35,6 +35,24 @@ from typing import Any
 # Bump when the layout or a record changes in a way older readers would misread.
 FORMAT_VERSION = 1
 
+# The run locks this process holds. An flock belongs to the open file, which a fork shares: a
+# child forked by os.fork (a multiprocessing pool's worker, say) would hold the run's lock for
+# its whole life and keep the folder "in use" after this process let it go. Each child closes
+# them at once. (subprocess's children close them at exec: the descriptor is close-on-exec.)
+_HELD_LOCKS: set[int] = set()
+
+
+def _drop_held_locks_in_child() -> None:
+    for fd in _HELD_LOCKS:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD_LOCKS.clear()
+
+
+os.register_at_fork(after_in_child=_drop_held_locks_in_child)
+
 
 class RunFormatError(ValueError):
     """A run folder that cannot be read: missing, damaged, or written by another format version.
@@ -92,6 +110,7 @@ class RunStore:
         self.root = Path(root)
         self._lock = threading.Lock()
         self._lock_fd: int | None = None
+        self._lock_pid = 0
 
     def check_new(self) -> None:
         """FileExistsError when the folder exists and holds anything (checked again by create)."""
@@ -271,11 +290,14 @@ class RunStore:
                                  "wait for it to finish or stop it first") from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
-        self._lock_fd = fd
+        self._lock_fd, self._lock_pid = fd, os.getpid()
+        _HELD_LOCKS.add(fd)
 
     def release_lock(self) -> None:
         if self._lock_fd is not None:
-            os.close(self._lock_fd)  # closing drops the flock
+            if os.getpid() == self._lock_pid:   # in a forked child the descriptor is closed already
+                _HELD_LOCKS.discard(self._lock_fd)
+                os.close(self._lock_fd)  # closing drops the flock
             self._lock_fd = None
 
     def is_locked(self) -> bool:
