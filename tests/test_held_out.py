@@ -60,6 +60,14 @@ class _OneByOne(Gate):
         self.turns.release()
         wait_until(lambda: len(self.asked) == then_asked)
 
+    def let_all(self, threads, held: int = 8):
+        """Answer everything from now on, the `held` calls waiting for a turn too; join `threads`."""
+        self.open.set()
+        for _ in range(held):
+            self.turns.release()
+        for t in threads:
+            t.join(10)
+
 
 def test_background_calls_hold_half_the_cap_a_guess_goes_before_a_test_and_the_run_s_own_calls_go_past_them():
     gate = _OneByOne()
@@ -78,11 +86,7 @@ def test_background_calls_hold_half_the_cap_a_guess_goes_before_a_test_and_the_r
     gate.let_one(6)
     gate.let_one(7)
     assert gate.asked[5:] == ["guess0", "guess1"]
-    gate.open.set()
-    for _ in range(8):
-        gate.turns.release()
-    for t in threads:
-        t.join(10)
+    gate.let_all(threads)
     assert sorted(gate.asked[7:]) == ["test4", "test5"]
 
 
@@ -102,11 +106,7 @@ def test_beside_the_race_the_tests_take_the_whole_cap_and_the_race_s_calls_still
     gate.turns.release()                                  # one test call ends: its slot goes to the race
     wait_until(lambda: "race batch" in gate.asked)
     assert gate.asked[8] == "race batch"
-    gate.open.set()
-    for _ in range(8):
-        gate.turns.release()
-    for t in threads:
-        t.join(10)
+    gate.let_all(threads)
     assert sorted(gate.asked[9:]) == ["test8", "test9"]
     held.close()
 

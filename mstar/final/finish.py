@@ -63,7 +63,7 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
                 # The race's own starting leader (not the best static score: race_entry.py may lead
                 # with another), as the race most often ends where it starts.
                 first = entrants[0] if entrants and rule != "static" else champ.candidates(entries, 1)[0].program_id
-                held.beside_the_race([seed, evo.pool.get(first)], share=getattr(evo.router, "background", None))
+                held.beside_the_race([seed, evo.pool.get(first)], share=evo.router.background)
             confirmation = champ.Confirmation.from_event(prior) if prior is not None else \
                 champ.confirm(evo, ev.confirm_top, ev.confirm_size, ev.split_seed,
                               ev.confirm_rounds, getattr(ev, "confirm_budget", None)) \

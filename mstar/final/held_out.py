@@ -80,16 +80,15 @@ class HeldOutTests:
             self._runs[entry.program_id] = (future, work)
             return True
 
-    def beside_the_race(self, entries: list[PoolEntry], share: BackgroundShare | None = None) -> None:
+    def beside_the_race(self, entries: list[PoolEntry], share: BackgroundShare) -> None:
         """The iterations are over: `entries`' tests start (where not yet), and every test running
         in the background goes at LAST from now, before nothing but the race's own calls (no guess
-        at a next iteration needs the slots any more). With the router's `share`, the tests may
+        at a next iteration needs the slots any more). The router's `share` is widened: the tests may
         take any slot the race leaves free, not only the background's half: the race asks a batch
         of a few dozen calls at a time, so the other half stood idle while the tests queued
         (bench/bench_lead.py at 2,000 ms: 0.9-3.3 s off a run whose final phase waits on a test,
         docs/guesses.md)."""
-        if share is not None:
-            share.widen()
+        share.widen()
         for e in entries:
             self.start(e, background=True)
         with self._lock:
