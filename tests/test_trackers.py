@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 
@@ -49,8 +50,15 @@ def test_the_wandb_tracker_logs_offline_into_the_run_folder(tmp_path, monkeypatc
     # The run's records (history rows, the summary, the artifact) in W&B's own file, which `wandb
     # sync` uploads; its values are JSON texts inside protobuf records.
     [records] = list(offline.glob("run-*.wandb"))
+    # W&B's service process writes that file and closes it once told the run is finished, which
+    # `run.finish()` does not wait for: on a loaded machine the file read at once held only its
+    # 7-byte header (seen under pytest-xdist). It must be complete within seconds.
+    keys = (b"best_static", b"child_static", b"seed_static", b"test_score", b"mstar-run")
+    deadline = time.monotonic() + 20
+    while not all(k in records.read_bytes() for k in keys) and time.monotonic() < deadline:
+        time.sleep(0.05)
     data = records.read_bytes()
-    for key in (b"best_static", b"child_static", b"seed_static", b"test_score", b"mstar-run"):
+    for key in keys:
         assert key in data, key
     assert json.dumps(run.champion.id).encode() in data
     assert json.dumps(run.config["evolution"]["iterations"]).encode() in data

@@ -5,6 +5,10 @@ Offline by default -- nothing leaves the machine and no account is needed; `wand
 later. WANDB_MODE=online (with an API key in the environment, as W&B reads it) logs live.
 Metrics carry the step as "step" (iterations may end out of order with --parallel, and W&B wants
 its own step to grow).
+
+The offline file (<run>/wandb/offline-run-*/run-*.wandb) is written by W&B's service process,
+which closes it a moment after `run.finish()` returns; W&B's exit hook waits for it, so it is
+complete once the Python process has ended (or after `wandb.teardown()`).
 """
 from __future__ import annotations
 
