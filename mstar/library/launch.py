@@ -129,11 +129,21 @@ def _router_checked(cfg, *, quiet: bool, preflight: bool):
         except ExecutorError as exc:
             raise SetupError(str(exc)) from None
     router = make_router(cfg)
+    _warm_sandbox(cfg)
     if preflight:
         code = run_preflight(router, quiet=quiet)
         if code is not None:
             raise SetupError("", code)   # the preflight printed its line
     return router
+
+
+def _warm_sandbox(cfg) -> None:
+    """The sandbox's fork server starts while the preflight and the split run, not when the first
+    seed asks for a worker (sandbox.engine.launchers.warm_default_launcher). Not for a Ray run:
+    its evaluations start their workers on the cluster."""
+    if cfg.evolution.executor != "ray":
+        from sandbox.engine.launchers import warm_default_launcher
+        warm_default_launcher()
 
 
 def _run(cfg, task, store, router, ns, on_event, trackers):
@@ -238,6 +248,7 @@ def _resume(store, task_obj, *, cli, quiet, max_usd, max_tokens, iterations, no_
         return None
     state, cfg = prepared
     task = task_for_run(task_obj, cfg, store=store)
+    _warm_sandbox(cfg)
     if not no_preflight:
         checker = make_router(cfg)  # its own router: its calls go to the folder before the run's
         from mstar.library.prechecks import preflight

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from sandbox.engine.forkserver import ForkServerLauncher, fork_server_supported
+from sandbox.engine.forkserver import ForkServerLauncher, ForkServerUnavailable, fork_server_supported
 from sandbox.engine.launch import Launcher, SubprocessLauncher
 
 _default: Launcher | None = None
@@ -35,3 +35,23 @@ def set_default_launcher(launcher: Launcher | None) -> Launcher | None:
     with _default_lock:
         previous, _default = _default, launcher
         return previous
+
+
+def warm_default_launcher() -> bool:
+    """Start the default launcher's fork server now, in a thread of its own, where there is one
+    and it is not up yet; True when a start was begun. A server takes ~0.8 s to import chromadb
+    (docs/sandbox.md), and the first session waited for all of it: in mstar, every run's seeds did.
+    Begun before the run's preflight and split, it is up by the time they are done. A server that
+    cannot start here is found out here, as by a first session (it logs why; sessions fall back)."""
+    launcher = default_launcher()
+    if not isinstance(launcher, ForkServerLauncher) or launcher.server_pid is not None or launcher.failure:
+        return False
+    threading.Thread(target=_start_quietly, args=(launcher,), name="forkserver-warm", daemon=True).start()
+    return True
+
+
+def _start_quietly(launcher: ForkServerLauncher) -> None:
+    try:
+        launcher.start()
+    except ForkServerUnavailable:
+        pass   # logged by the launcher; each session falls back to fresh interpreters
