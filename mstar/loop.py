@@ -43,8 +43,8 @@ from mstar.iteration.rotating_prefetch import RotatingPrefetch
 from mstar.run import events
 from mstar.run.store import RunStore
 from mstar.final.summary import RunSummary
-from mstar.split import Split, make_split
-from mstar.split.embed import make_embedder
+from mstar.split import Split
+from mstar.split.for_run import split_for
 from mstar.strategies import FailureMemory, Strategies
 from mstar.strategies.stopping import is_gain
 from mstar.tasks import Task
@@ -57,14 +57,6 @@ def iteration_rng(seed: int, iteration: int) -> random.Random:
     """The random choices of one iteration (parent, failed cases) depend only on (seed, iteration),
     not on what earlier iterations drew, so a resumed run draws exactly what it drew before."""
     return random.Random(f"mstar-iteration:{seed}:{iteration}")
-
-
-def train_ratio(cfg: RunConfig, task: Task) -> int:
-    """Training budget ratio: the run's explicit setting, else the task's own default (LoCoMo: 0 =
-    every session, as in the paper), else 5 (paper Table 7)."""
-    if cfg.evolution.train_ratio is not None:
-        return cfg.evolution.train_ratio
-    return task.train_ratio if task.train_ratio is not None else 5
 
 
 class Evolution:
@@ -85,13 +77,9 @@ class Evolution:
         self.reference: str | None = None   # the best program as of the run's last significant gain
                                             # (None: the best seed), what a child must beat to count
         self._lock = threading.RLock()                    # pool, failure memory, lineage file
-        # A resumed run passes the split it saved (mstar/run/resume.py).
-        if split is None:
-            ev = cfg.evolution
-            embedder = embedder or make_embedder(ev.embed_model, ev.embed_cache_dir)
-            split = make_split(task, embedder, static_size=ev.static_size, rotating_size=ev.rotating_size,
-                               train_ratio=train_ratio(cfg, task), seed=ev.split_seed)
-        self.split = split
+        # A resumed run passes the split it saved (mstar/run/resume.py); a new one, the split
+        # computed while its preflight ran (mstar/library/launch.py).
+        self.split = split if split is not None else split_for(cfg, task, embedder)
         self.train = [task.episodes[i] for i in self.split.train_episodes]
         self.static = [task.validation[i] for i in self.split.static]
         self.executor = executor or make_executor(cfg, task, self.split.train_episodes, router)

@@ -11,7 +11,8 @@ from mstar.config import ROLES
 from mstar.testing.fake_server import FakeOpenAIServer, offline_responder
 from mstar.llm.openai_backend import OpenAIBackend
 from mstar.llm.router import LLMRouter
-from mstar.loop import Evolution, train_ratio
+from mstar.loop import Evolution
+from mstar.split.for_run import train_ratio
 from mstar.run.store import RunStore
 from mstar.tasks import load_task
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -96,7 +98,7 @@ def _trackers(names: list[str]) -> list:
 
 def _checked_run(cfg, task, task_obj, store, ns, guard, on_event, trackers):
     """The checks that start processes or make calls, then the run folder and the run itself."""
-    router = _router_checked(cfg, quiet=ns.quiet, preflight=not getattr(ns, "no_preflight", False))
+    router, split = _router_checked(cfg, task, quiet=ns.quiet, preflight=not getattr(ns, "no_preflight", False))
     try:
         store.create()
         store.acquire_lock()  # held while this process runs it: `mstar runs` shows the run as running
@@ -109,12 +111,13 @@ def _checked_run(cfg, task, task_obj, store, ns, guard, on_event, trackers):
         raise SetupError(disk_line(exc, store.root, resumable=False).removeprefix("mstar: "), 1) from None
     guard.store = store
     try:
-        return _run(cfg, task, store, router, ns, on_event, trackers)
+        return _run(cfg, task, store, router, ns, on_event, trackers, split)
     finally:
         store.release_lock()
 
 
-def _router_checked(cfg, *, quiet: bool, preflight: bool):
+def _router_checked(cfg, task, *, quiet: bool, preflight: bool):
+    """The run's router, its endpoints checked; and the run's split, computed meanwhile (a Future)."""
     from mstar.library.prechecks import check_seeds, preflight as run_preflight
     from mstar.library.wiring import make_router
 
@@ -130,11 +133,30 @@ def _router_checked(cfg, *, quiet: bool, preflight: bool):
             raise SetupError(str(exc)) from None
     router = make_router(cfg)
     _warm_sandbox(cfg)
+    split = _split_ahead(cfg, task)
     if preflight:
         code = run_preflight(router, quiet=quiet)
         if code is not None:
             raise SetupError("", code)   # the preflight printed its line
-    return router
+    return router, split
+
+
+def _split_ahead(cfg, task) -> Future:
+    """The run's split (mstar.split.for_run), computed in a thread of its own while the preflight
+    waits for its replies: it is CPU work (embeddings in a child process, k-means, facility
+    location; ~1.1-1.5 s on the 30-session LoCoMo workload), the preflight one LLM reply (0.3-2 s
+    and more), and the run needs both before its seeds. A daemon thread, not a pool's: a run
+    refused by its preflight exits without waiting for it. What the split raises, `result()` does."""
+    from mstar.split.for_run import split_for
+    out: Future = Future()
+
+    def work() -> None:
+        try:
+            out.set_result(split_for(cfg, task))
+        except BaseException as exc:  # handed to the run, which raises it where it would have
+            out.set_exception(exc)
+    threading.Thread(target=work, name="split-ahead", daemon=True).start()
+    return out
 
 
 def _warm_sandbox(cfg) -> None:
@@ -146,7 +168,7 @@ def _warm_sandbox(cfg) -> None:
         warm_default_launcher()
 
 
-def _run(cfg, task, store, router, ns, on_event, trackers):
+def _run(cfg, task, store, router, ns, on_event, trackers, split: Future):
     from mstar.library.wiring import attach_store, live_display, seed_ids
     from mstar.loop import Evolution
     from mstar.run.live_spend import both
@@ -158,7 +180,7 @@ def _run(cfg, task, store, router, ns, on_event, trackers):
     printing.header(store, task, router, cfg, quiet=ns.quiet)
     progress = ProgressPrinter(cfg.evolution.iterations, ns.quiet, ids=seed_ids(cfg),
                                patience=cfg.evolution.patience)
-    evo = Evolution(cfg, task, router, store, progress=progress)
+    evo = Evolution(cfg, task, router, store, progress=progress, split=split.result())
     progress.projection = for_run(router, cfg, task, evo)
     progress = both(progress, printing.live_spend(router, cfg, task, evo, quiet=ns.quiet))
     if live is not None:

@@ -8,6 +8,7 @@
     kmeans.py     static set: k-means over question embeddings, one item per cluster
     facility.py   training episodes: greedy facility location over episode/question similarity
     make.py       `make_split(task, ...)` -> `Split`; the per-iteration rotating minibatch
+    for_run.py    `split_for(cfg, task)`: a run's split, its settings applied (and its train ratio)
     checks.py     `split_warnings(split, task)`: splits too small to work with, and what to change
 """
 from mstar.split.make import Split, SplitConfig, make_split, rotating_batch

@@ -1,6 +1,7 @@
-"""The sandbox's fork server starts while a run's preflight and split run, not when the first
-seed asks for a worker (sandbox.engine.launchers.warm_default_launcher): its ~0.8 s import of
-chromadb was on every run's path, between the run's start and its seeds' first calls."""
+"""What a run does before its seeds' first calls runs side by side with its preflight's wait for
+its replies: the sandbox's fork server starts (sandbox.engine.launchers.warm_default_launcher;
+its ~0.8 s import of chromadb was on every run's path, between the run's start and its seeds'
+first calls) and the split is computed (mstar/library/launch.py, _split_ahead)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,11 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+
+import pytest
+
+import mstar
+import mstar.split.for_run as for_run
 
 from failure_helpers import SMALL, endpoint
 from gate_helpers import wait_until
@@ -81,3 +87,46 @@ def test_nothing_is_warmed_where_sessions_start_fresh_interpreters():
         assert warm_default_launcher() is False
     finally:
         set_default_launcher(previous)
+
+
+def _held_preflight():
+    """A fake server's responder that holds the preflight's calls until `release` is set."""
+    answer = offline_responder()
+    release, held = threading.Event(), []
+
+    def respond(model, messages):
+        if messages[-1]["content"] == PROMPT[-1]["content"]:
+            held.append(model)
+            release.wait(60)
+        return answer(model, messages)
+    return respond, release, held
+
+
+def test_the_split_is_computed_while_the_preflight_waits_and_is_the_one_the_run_uses(tmp_path, monkeypatch):
+    respond, release, held = _held_preflight()
+    made, real = [], for_run.split_for
+    monkeypatch.setattr(for_run, "split_for", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    runs = []
+    with FakeOpenAIServer(respond) as srv:
+        t = threading.Thread(target=lambda: runs.append(mstar.evolve(
+            "sample", size=0.3, static_size=6, seeds=["vector_search"], iterations=1, quiet=True,
+            out=tmp_path / "run", base_url=srv.base_url, model="m", no_cache=True)))
+        t.start()
+        try:
+            wait_until(lambda: held and made, timeout=60)    # the split is done, the preflight still waits
+            assert not release.is_set()
+        finally:
+            release.set()
+        t.join(240)
+    [run] = runs
+    assert len(made) == 1 and json.loads((tmp_path / "run" / "split.json").read_text()) == made[0].to_dict()
+    assert run.champion.id
+
+
+def test_a_split_that_fails_fails_the_run_with_its_own_error(tmp_path, monkeypatch):
+    def broken(*a, **k):
+        raise ValueError("no static set can be drawn from these queries")
+    monkeypatch.setattr(for_run, "split_for", broken)
+    with pytest.raises(ValueError, match="no static set can be drawn"):
+        mstar.evolve("sample", size=0.3, static_size=6, iterations=1, quiet=True, no_preflight=True,
+                     out=tmp_path / "run")
