@@ -24,6 +24,8 @@ venv at DIR/.venv -- e.g. the code of 8aa27d6, the token baseline of issue 43). 
   iteration s                iteration 2 and the median of the others, each beside its bound
   final s                    confirmation (the race) + the test, beside its bound
   run s                      the run (summary.json seconds), beside its bound
+  process s                  the whole `mstar evolve` process: the run, and before it the start-up,
+                             the preflight and the split, which the run's clock does not count
 
 A bound is the replies that had to come one after another, times the latency (a call that waited
 for an identical request already in flight counts: it waited a reply; a stored reply does not): an iteration's
@@ -180,7 +182,8 @@ def row(cell: tuple, f: dict) -> str:
     return (f"| {workload:<8} | {lat * 1000:>5.0f} | {n:>2} | {rot:<8} | {name:<6} | {f['requests']:>8} | "
             f"{tokens(f):>18} | {guess_text(f['guesses']):<20} | {pair(f['it2'], f['it2_bound']):<22} | "
             f"{pair(f['it_others'], f['it_others_bound']):<22} | {pair(f['final'], f['final_bound']):<22} | "
-            f"{pair(f['run'], f['run_bound']):<22} | {pair(f['run'], f['run_capped']):<22} | {f['champion']} (race {f['race']} replies, {f['race_stop']}) |")
+            f"{pair(f['run'], f['run_bound']):<22} | {pair(f['run'], f['run_capped']):<22} | "
+            f"{'-' if f.get('process') is None else format(f['process'], '.2f'):>9} | {f['champion']} (race {f['race']} replies, {f['race_stop']}) |")
 
 
 def main() -> int:
@@ -207,7 +210,7 @@ def main() -> int:
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     header = (f"| {'workload':<8} | {'ms':>5} | {'it':>2} | {'rotating':<8} | {'engine':<6} | {'requests':>8} | "
               f"{'prompt tok (race)':>18} | {'guesses used/sent -no':<20} | {'iteration 2 s / bound':<22} | "
-              f"{'others median / bound':<22} | {'final s / bound':<22} | {'run s / bound':<22} | {'run s / as placed, cap':<22} | champion |")
+              f"{'others median / bound':<22} | {'final s / bound':<22} | {'run s / bound':<22} | {'run s / as placed, cap':<22} | {'process s':>9} | champion |")
     print(header)
     print("|" + "|".join("-" * (len(c) + 0) for c in header.split("|")[1:-1]) + "|", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -225,10 +228,14 @@ def main() -> int:
                                 slug = f"{workload}-{int(lat * 1000)}-{n}-{rot}-{name}"
                                 extra = (["--rotating", "reuse"] if rot == "reuse" else []) + \
                                     (args.extra.split() if name == "this" else [])
+                                process = root / f"{slug}.process_s"
                                 if not (args.keep and (root / slug / "summary.json").exists()):
-                                    evolve(python, root / slug, task, bt.config_file(root, url, f"cache-{slug}"), n,
-                                           *extra)
-                                print(row((workload, lat, n, rot, name), figures(root / slug, lat)), flush=True)
+                                    wall = evolve(python, root / slug, task, bt.config_file(root, url, f"cache-{slug}"),
+                                                  n, *extra)
+                                    process.write_text(f"{wall:.3f}\n")
+                                f = figures(root / slug, lat)
+                                f["process"] = float(process.read_text()) if process.exists() else None
+                                print(row((workload, lat, n, rot, name), f), flush=True)
     print(f"core speed {bt.core_speed():.0f} ms at the end; load average {os.getloadavg()[0]:.1f}")
     return 0
 
