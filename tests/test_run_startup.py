@@ -40,6 +40,19 @@ def _fork_servers_of(pid: int) -> list[int]:
     return found
 
 
+def _held_preflight():
+    """A fake server's responder that holds the preflight's calls until `release` is set."""
+    answer = offline_responder()
+    release, held = threading.Event(), []
+
+    def respond(model, messages):
+        if messages[-1]["content"] == PROMPT[-1]["content"]:
+            held.append(model)
+            release.wait(60)             # until the test has looked
+        return answer(model, messages)
+    return respond, release, held
+
+
 def _up_during_the_preflight(srv, release, held, argv) -> None:
     """Run `mstar <argv>` while the preflight's calls are held; the fork server of that process is
     up before they are answered."""
@@ -58,15 +71,7 @@ def _up_during_the_preflight(srv, release, held, argv) -> None:
 
 
 def test_the_fork_server_is_up_while_the_preflight_still_waits_for_its_replies(tmp_path):
-    answer = offline_responder()
-    release, held = threading.Event(), []
-
-    def respond(model, messages):
-        if messages[-1]["content"] == PROMPT[-1]["content"]:
-            held.append(model)
-            release.wait(60)             # the preflight's calls wait here until the test has looked
-        return answer(model, messages)
-
+    respond, release, held = _held_preflight()
     run = tmp_path / "run"
     with FakeOpenAIServer(respond) as srv:
         llm = endpoint(srv.base_url, tmp_path / "cache")
@@ -87,19 +92,6 @@ def test_nothing_is_warmed_where_sessions_start_fresh_interpreters():
         assert warm_default_launcher() is False
     finally:
         set_default_launcher(previous)
-
-
-def _held_preflight():
-    """A fake server's responder that holds the preflight's calls until `release` is set."""
-    answer = offline_responder()
-    release, held = threading.Event(), []
-
-    def respond(model, messages):
-        if messages[-1]["content"] == PROMPT[-1]["content"]:
-            held.append(model)
-            release.wait(60)
-        return answer(model, messages)
-    return respond, release, held
 
 
 def test_the_split_is_computed_while_the_preflight_waits_and_is_the_one_the_run_uses(tmp_path, monkeypatch):
