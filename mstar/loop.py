@@ -44,7 +44,8 @@ from mstar.run import events
 from mstar.run.store import RunStore
 from mstar.final.summary import RunSummary
 from mstar.split import Split
-from mstar.split.for_run import split_for
+# train_ratio moved to mstar.split.for_run; importable from here still, for scripts that used it.
+from mstar.split.for_run import split_for, train_ratio  # noqa: F401
 from mstar.strategies import FailureMemory, Strategies
 from mstar.strategies.stopping import is_gain
 from mstar.tasks import Task
