@@ -11,7 +11,7 @@ import pytest
 import sandbox.engine.launch as launch
 from sandbox.jail import cgroups
 from sandbox.jail.limits import LayerUnavailable
-from test_sandbox_host import FORK, GOOD, LAUNCHERS, session, wait_gone
+from test_sandbox_host import FORK, GOOD, LAUNCHERS, init_of, ppid_of, session, wait_gone
 from test_sandbox_jail import run_child, try_unprivileged
 from test_sandbox_pidns import children_of
 
@@ -45,27 +45,33 @@ def pids_dir(keeper: int) -> str:
 
 @needs_cgroup
 @pytest.mark.parametrize("name", sorted(LAUNCHERS))
-def test_keeper_init_and_worker_share_a_capped_cgroup_that_goes_with_them(name):
+def test_init_and_worker_and_any_keeper_share_a_capped_cgroup_that_goes_with_them(name):
     with session(GOOD, launcher=LAUNCHERS[name]) as s:
         info = s.start()
         s.write({"topic": "t"}, "a dog named Rex")
         assert s.read({"text": "dog"}).output == "a dog named Rex"
         assert "cgroup" in info.layers and info.warnings == []
-        keeper, worker = s.group_pid, s.pid
-        members = [keeper, *children_of(keeper)]
-        assert worker in members and len(members) == 3  # keeper, init, worker
+        keeper, worker = s.group_pid, s.pid  # the cgroup is named after the launched process
+        if name == "fork":  # the fork server made the namespace: no keeper, and the server stays out
+            members = [worker, init_of(worker)]
+            assert keeper == worker and None not in members
+        else:
+            members = [keeper, *children_of(keeper)]
+            assert worker in members and len(members) == 3  # keeper, init, worker
         controller = "pids" if "pids" in HIERARCHIES else ""
         expected = cgroup_of(os.getpid(), controller).rstrip("/") + f"/{cgroups.PARENT}/w{keeper}"
         assert {cgroup_of(p, controller) for p in members} == {expected}
+        if name == "fork":
+            assert cgroup_of(ppid_of(worker), controller) != expected  # the fork server stays out
         directory = pids_dir(keeper)
         assert open(os.path.join(directory, "pids.max")).read().strip() == str(cgroups.PIDS_MAX)
         tasks = int(open(os.path.join(directory, "pids.current")).read())
-        assert len(os.listdir(f"/proc/{worker}/task")) + 2 <= tasks <= cgroups.PIDS_MAX
+        assert len(os.listdir(f"/proc/{worker}/task")) + len(members) - 1 <= tasks <= cgroups.PIDS_MAX
         if "memory" in HIERARCHIES:
             memory_dir = os.path.join(HIERARCHIES["memory"], cgroups.PARENT, f"w{keeper}")
             limit = int(open(os.path.join(memory_dir, "memory.limit_in_bytes")).read())
             assert limit == (s.limits.memory_mb + cgroups.MEMORY_SLACK_MB) << 20
-    assert wait_gone([worker, keeper])
+    assert wait_gone(list({worker, keeper, *members}))
     assert not os.path.exists(directory)
 
 

@@ -200,13 +200,67 @@ def test_exit_statuses_come_from_the_server():
 def test_a_dropped_worker_is_killed_by_the_server():
     limits = SandboxLimits()
     worker = spawn(FORK, limits)
-    pid, home = worker.pid, worker.home  # the keeper, and through its group the worker
+    pid, home = worker.pid, worker.home  # the worker (the server made its namespace: no keeper)
     for fd in (worker.frames_in, worker.frames_out):
         os.close(fd)
     del worker  # no end(): the server sees the status pipe closed and kills the group
     gc.collect()
     assert wait_gone([pid])
     shutil.rmtree(home)
+
+
+def server_children(pid: int) -> list[int]:
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and not process_gone(int(e)) and _ppid(int(e)) == pid]
+
+
+def _ppid(pid: int) -> int:
+    try:
+        return ppid_of(pid)
+    except OSError:
+        return -1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="pid namespaces need CAP_SYS_ADMIN here")
+def test_however_a_forked_worker_ends_its_init_goes_and_the_server_holds_nothing_of_it():
+    # The server makes each forked worker's pid namespace and holds its init's lifeline
+    # (sandbox.worker.fork_jail): a lifeline kept after the worker is gone would leave a cat
+    # process and a descriptor behind for every worker a run ever had.
+    launcher = ForkServerLauncher()
+    try:
+        with session(GOOD, launcher=launcher) as s:
+            s.start()
+            server = launcher.server_pid
+            inits = [c for c in server_children(server) if c != s.pid]
+            assert len(inits) == 1 and open(f"/proc/{inits[0]}/cmdline").read() == "cat\0"
+        assert wait_gone(inits)
+        baseline = len(os.listdir(f"/proc/{server}/fd"))
+        ended = []
+        with session(GOOD, launcher=launcher) as s:  # closed
+            s.start()
+            ended.append(s.pid)
+        with session(LOOPS, limits=SandboxLimits(call_timeout_s=10.0), launcher=launcher) as s:  # killed
+            s.start()
+            ended.append(s.pid)
+            threading.Timer(0.3, os.kill, (s.pid, signal.SIGTERM)).start()
+            with pytest.raises(SandboxError):
+                s.read({})
+        worker = spawn(launcher, SandboxLimits())  # dropped by the engine: the server kills it
+        ended.append(worker.pid)
+        home = worker.home
+        for fd in (worker.frames_in, worker.frames_out):
+            os.close(fd)
+        del worker
+        gc.collect()
+        assert wait_gone(ended)
+        shutil.rmtree(home, ignore_errors=True)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and (server_children(server)
+                                               or len(os.listdir(f"/proc/{server}/fd")) != baseline):
+            time.sleep(0.05)
+        assert server_children(server) == []
+        assert len(os.listdir(f"/proc/{server}/fd")) == baseline
+    finally:
+        launcher.shutdown()
 
 
 def test_fallback_when_the_server_cannot_start(monkeypatch):

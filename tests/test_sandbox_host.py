@@ -93,10 +93,31 @@ def ppid_of(pid: int) -> int:
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
+def init_of(worker: int) -> int | None:
+    """The init (pid 1) of the worker's pid namespace, as we see it; None without one."""
+    try:
+        ns = os.readlink(f"/proc/{worker}/ns/pid")
+    except OSError:
+        return None
+    if ns == os.readlink("/proc/self/ns/pid"):
+        return None
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                status = open(f"/proc/{entry}/status").read()
+                same = os.readlink(f"/proc/{entry}/ns/pid") == ns
+            except OSError:
+                continue
+            nspid = next(line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:"))
+            if same and nspid[-1] == "1":
+                return int(entry)
+    return None
+
+
 def process_gone(pid: int) -> bool:
-    """Not running any more: no such process, or a zombie. A worker in a pid namespace is the
-    child of its keeper; when one group kill ends both, the worker's zombie is re-parented to the
-    nearest subreaper (the fork server, or the system's init for fresh interpreters) to reap."""
+    """Not running any more: no such process, or a zombie. A worker in a pid namespace made by its
+    own split is the child of its keeper; when one group kill ends both, the worker's zombie is
+    re-parented to the nearest subreaper (the system's init for fresh interpreters) to reap."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -595,21 +616,26 @@ def wait_gone(pids, seconds: float = 5.0) -> bool:
 def test_worker_dies_with_the_engine(launcher):
     kind = next(k for k, v in LAUNCHERS.items() if v is launcher)
     engine, worker_pid, keeper_pid, server_pid = run_engine(kind)
-    home = None
+    home = init = None
     try:
         assert not process_gone(worker_pid)
         home = os.path.realpath(f"/proc/{worker_pid}/cwd")
-        # engine -> [server ->] keeper -> worker (the keeper is the worker itself without a pid
-        # namespace), each set to die with its parent
+        # engine -> server -> worker (the server makes its pid namespace: no keeper), or
+        # engine -> keeper -> worker (a fresh worker splits itself; without a pid namespace the
+        # keeper is the worker itself), each set to die with its parent
+        init = init_of(worker_pid) if ROOT else None
         if ROOT:
-            assert keeper_pid != worker_pid and ppid_of(worker_pid) == keeper_pid
+            assert init is not None and ppid_of(init) == ppid_of(worker_pid)  # beside the worker
         if kind == "fork":
-            assert ppid_of(keeper_pid) == server_pid and ppid_of(server_pid) == engine.pid
+            assert keeper_pid == worker_pid
+            assert ppid_of(worker_pid) == server_pid and ppid_of(server_pid) == engine.pid
         else:
+            if ROOT:
+                assert keeper_pid != worker_pid and ppid_of(worker_pid) == keeper_pid
             assert server_pid == 0 and ppid_of(keeper_pid) == engine.pid
     finally:
         engine.kill()  # no close(), no finalizer, no atexit: only PR_SET_PDEATHSIG can end the worker
         engine.wait()
-    assert wait_gone([worker_pid, keeper_pid] + ([server_pid] if server_pid else []))
+    assert wait_gone([worker_pid, keeper_pid] + ([server_pid] if server_pid else []) + ([init] if init else []))
     if home and home.startswith(tempfile.gettempdir()):  # nobody was left to remove it
         shutil.rmtree(home, ignore_errors=True)

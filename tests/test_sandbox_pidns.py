@@ -16,7 +16,7 @@ import pytest
 
 import sandbox.engine.launch as launch
 from sandbox.engine.session import SandboxError
-from test_sandbox_host import FORK, GOOD, LAUNCHERS, LOOPS, ROOT, session, wait_gone
+from test_sandbox_host import FORK, GOOD, LAUNCHERS, LOOPS, ROOT, init_of, ppid_of, session, wait_gone
 from test_sandbox_jail import run_child, try_unprivileged
 
 needs_root = pytest.mark.skipif(not ROOT, reason="pid namespaces need CAP_SYS_ADMIN here")
@@ -54,17 +54,24 @@ def test_each_worker_is_pid_2_of_its_own_namespace_and_sees_only_it(name):
         for s, info in zip((a, b), infos):
             assert {"pid_namespace", "private_proc"} <= set(info.layers)
             assert info.warnings == []
-            worker, keeper = s.pid, s.group_pid
-            assert worker != keeper
+            worker, launched = s.pid, s.group_pid
             assert status_fields(worker)["NSpid"].split() == [str(worker), "2"]
-            assert status_fields(keeper)["NSpid"].split() == [str(keeper)]  # the keeper stays out here
-            assert pid_ns(keeper) == engine != pid_ns(worker)
+            # its parent stays out here: the fork server, which made the namespace (no keeper), or
+            # the keeper a fresh worker split off (sandbox.worker.fork_jail, sandbox.jail.pidns)
+            outside = ppid_of(worker)
+            if name == "fork":
+                assert launched == worker and outside == FORK.server_pid
+            else:
+                assert launched != worker and outside == launched
+            assert status_fields(outside)["NSpid"].split() == [str(outside)]
+            assert pid_ns(outside) == engine != pid_ns(worker)
             # its file system is its own empty scratch directory (chroot; its /proc is tested below)
             assert os.readlink(f"/proc/{worker}/root") == s._worker.home
             assert os.listdir(f"/proc/{worker}/root") == []
             assert "scratch_root" in info.layers
-            # the keeper's other child is that init: pid 1 there, cat on a pipe, no other descriptor
-            init = [c for c in children_of(keeper) if c != worker]
+            # the parent's other child in that namespace is its init: pid 1 there, cat on a pipe,
+            # no other descriptor
+            init = [c for c in children_of(outside) if c != worker and pid_ns(c) == pid_ns(worker)]
             assert len(init) == 1 and status_fields(init[0])["NSpid"].split()[-1] == "1"
             assert open(f"/proc/{init[0]}/cmdline").read() == "cat\0"
             assert sorted(os.listdir(f"/proc/{init[0]}/fd")) == ["0", "1", "2"]
@@ -77,17 +84,18 @@ def test_each_worker_is_pid_2_of_its_own_namespace_and_sees_only_it(name):
 
 
 @needs_root
-def test_killing_the_keeper_or_init_ends_the_worker_and_the_engine_says_so():
-    for victim in ("keeper", "init"):
-        with session(LOOPS, launcher=FORK) as s:
-            s.start()
-            worker, keeper = s.pid, s.group_pid
-            target = keeper if victim == "keeper" else next(c for c in children_of(keeper) if c != worker)
-            os.kill(target, signal.SIGKILL)  # one process only, not the group
-            assert wait_gone([worker]), victim  # init by PR_SET_PDEATHSIG; the namespace dies with it
-            with pytest.raises(SandboxError) as err:
-                s.write({}, "x")
-            assert err.value.verdict.rule == "worker died", victim
+@pytest.mark.parametrize("name, victim", [("fork", "init"), ("subprocess", "init"), ("subprocess", "keeper")])
+def test_killing_init_or_the_keeper_ends_the_worker_and_the_engine_says_so(name, victim):
+    with session(LOOPS, launcher=LAUNCHERS[name]) as s:
+        s.start()
+        worker = s.pid
+        target = s.group_pid if victim == "keeper" else init_of(worker)
+        assert target not in (None, worker)
+        os.kill(target, signal.SIGKILL)  # one process only, not the group
+        assert wait_gone([worker])  # the namespace dies with its init; init dies with the keeper
+        with pytest.raises(SandboxError) as err:
+            s.write({}, "x")
+        assert err.value.verdict.rule == "worker died"
 
 
 JAILED = '''
@@ -155,14 +163,16 @@ def test_a_missing_layer_is_logged_once_not_per_worker(monkeypatch, caplog):
 def test_a_worker_killed_by_the_deadline_leaves_no_process_behind():
     with session(LOOPS, launcher=FORK) as s:
         s.start()
-        worker, keeper = s.pid, s.group_pid
-        init = next(c for c in children_of(keeper) if c != worker)
+        worker = s.pid
+        assert s.group_pid == worker  # no keeper: the fork server made the namespace
+        init = init_of(worker)
+        assert init is not None
         s.close()
-    assert wait_gone([worker, keeper, init])
-    deadline = time.monotonic() + 5  # the fork server (a child subreaper) reaps the re-parented
-    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in (worker, keeper, init)):
-        time.sleep(0.05)  # worker and init too: no zombie is left for the system's init
-    assert not any(os.path.exists(f"/proc/{p}") for p in (worker, keeper, init))
+    assert wait_gone([worker, init])
+    deadline = time.monotonic() + 5  # the fork server reaps both: no zombie is left behind
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in (worker, init)):
+        time.sleep(0.05)
+    assert not any(os.path.exists(f"/proc/{p}") for p in (worker, init))
 
 
 @needs_root

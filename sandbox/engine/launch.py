@@ -101,8 +101,8 @@ class WorkerProcess:
 
     @property
     def pid(self) -> int:
-        """The launched process: the group leader, and the worker's keeper when the worker has a
-        pid namespace (sandbox.jail.pidns)."""
+        """The launched process: the group leader; the worker itself when forked (its fork server
+        made its pid namespace), its keeper when a fresh worker split itself (sandbox.jail.pidns)."""
         return self.proc.pid
 
     def program_pid(self) -> int:
@@ -146,7 +146,7 @@ class WorkerProcess:
             self.proc.stdout.close()
         shutil.rmtree(self.home, ignore_errors=True)
         if status is not None:
-            cgroups.remove(self.proc.pid)  # the keeper's own cgroup (sandbox.jail.cgroups), if it made one
+            cgroups.remove(self.proc.pid)  # the cgroup named after it (sandbox.jail.cgroups), if one was made
         return status
 
 

@@ -100,8 +100,8 @@ class ProgramSession:
 
     @property
     def group_pid(self) -> int | None:
-        """The worker's process group (and the launched process: the worker's keeper when it has
-        a pid namespace of its own)."""
+        """The worker's process group (and the launched process: the worker itself when forked, its
+        keeper when a fresh worker split itself into a pid namespace)."""
         return self._worker.pid if self._worker else None
 
     def alive(self) -> bool:

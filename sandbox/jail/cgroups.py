@@ -2,11 +2,13 @@
 (pids.max) and on the resident memory of the worker's whole process group.
 
 rlimits are per process and RLIMIT_AS counts address space, not pages in use; a cgroup bounds
-what the keeper, init and worker (sandbox.jail.pidns) use together, threads included. The keeper
-moves all three in right after the split, while the worker is still starting up (the worker
-waits for its report before any program code runs); a worker without a keeper joins alone.
+what the worker and its namespace's init (and the keeper of a worker that split itself,
+sandbox.jail.pidns) use together, threads included. The fork server moves a forked worker and
+its init in right after the fork (sandbox.worker.fork_jail), a keeper its three right after the
+split, while the worker is still starting up (the worker waits for their report before any
+program code runs); a worker without either joins alone.
 
-Layout: `<own cgroup>/mstar-sandbox/w<keeper pid>` under the caller's own cgroup of each
+Layout: `<own cgroup>/mstar-sandbox/w<launched pid>` under the caller's own cgroup of each
 hierarchy, so any limit above ours still applies. cgroup v1 (a hierarchy per controller, as on
 these machines) and v2 (one hierarchy; both controllers must be delegated to our level) are
 supported; where neither is writable -- not root, or a read-only /sys/fs/cgroup -- the layer is
@@ -23,8 +25,8 @@ from typing import Sequence
 
 from sandbox.jail.limits import LayerUnavailable
 
-PIDS_MAX = 64  # tasks: keeper + init + worker and chromadb's threads (~20 measured) leave room
-MEMORY_SLACK_MB = 64  # the keeper and init, on top of the worker's own memory limit
+PIDS_MAX = 64  # tasks: [keeper +] init + worker and chromadb's threads (~20 measured) leave room
+MEMORY_SLACK_MB = 64  # init and any keeper, on top of the worker's own memory limit
 PARENT = "mstar-sandbox"
 
 
@@ -87,12 +89,13 @@ def _plan(memory_mb: int) -> list[tuple[str, dict[str, str]]]:
     return plan
 
 
-def join_worker_cgroup(memory_mb: int, members: Sequence[int] = (0,)) -> str:
-    """Create the cgroup(s) named after this process, set the limits, move `members` in (pids as
-    this process sees them; 0 is this process itself)."""
+def join_worker_cgroup(memory_mb: int, members: Sequence[int] = (0,), owner: int | None = None) -> str:
+    """Create the cgroup(s) named after `owner` (default: this process; the engine removes it by
+    the pid it launched), set the limits, move `members` in (pids as this process sees them; 0 is
+    this process itself)."""
     for base, limits in _plan(memory_mb):
         parent = os.path.join(base, PARENT)
-        mine = os.path.join(parent, f"w{os.getpid()}")
+        mine = os.path.join(parent, f"w{os.getpid() if owner is None else owner}")
         try:
             os.makedirs(parent, exist_ok=True)
             if "memory.max" in limits:  # v2: hand both controllers down to the workers' level
@@ -108,10 +111,11 @@ def join_worker_cgroup(memory_mb: int, members: Sequence[int] = (0,)) -> str:
     return "cgroup"
 
 
-def remove(keeper_pid: int, patience_s: float = 1.0) -> bool:
-    """Remove the cgroup(s) of a reaped keeper; False if one is left. A cgroup stays busy until
-    its last task is reaped (the worker's zombie goes to the nearest subreaper when its keeper
-    dies): wait up to `patience_s` for that, then leave it to the next worker's sweep."""
+def remove(launched_pid: int, patience_s: float = 1.0) -> bool:
+    """Remove the cgroup(s) of a reaped launched process (a forked worker, or a keeper); False if
+    one is left. A cgroup stays busy until its last task is reaped (init, once its lifeline
+    closes; a worker's zombie, which goes to the nearest subreaper when its keeper dies): wait up
+    to `patience_s` for that, then leave it to the next worker's sweep."""
     try:
         plan = _plan(0)
     except LayerUnavailable:
@@ -119,7 +123,7 @@ def remove(keeper_pid: int, patience_s: float = 1.0) -> bool:
     deadline = time.monotonic() + patience_s
     removed = True
     for base, _ in plan:
-        path = os.path.join(base, PARENT, f"w{keeper_pid}")
+        path = os.path.join(base, PARENT, f"w{launched_pid}")
         while True:
             try:
                 os.rmdir(path)
@@ -135,7 +139,8 @@ def remove(keeper_pid: int, patience_s: float = 1.0) -> bool:
 
 
 def _sweep(parent: str) -> None:
-    """Remove cgroups whose keeper no longer exists (an engine killed before it could clean up)."""
+    """Remove cgroups whose launched process no longer exists (an engine killed before it could
+    clean up)."""
     for name in os.listdir(parent):
         if not (name.startswith("w") and name[1:].isdigit()):
             continue

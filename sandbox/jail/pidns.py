@@ -1,6 +1,10 @@
 """Own pid space for each worker (docs/sandbox.md, L6): the program cannot name, signal or read any process
 of the engine's, and its /proc lists only its own namespace.
 
+This is the split of a worker started as a fresh interpreter. A forked worker is born in a
+namespace its fork server made (sandbox.worker.fork_jail, with `new_namespace_with_init` from
+here): the server is the process outside, and there is no keeper.
+
 Why three processes and not one. The first process of a new pid namespace is its init, and the
 kernel drops every signal that init has no handler for unless it comes from an ancestor namespace
 -- including the SIGXCPU of RLIMIT_CPU, so a worker that was init would never see its "cpu limit"
@@ -62,26 +66,12 @@ def enter_pid_namespace(engine_pid: int, keeper_task: KeeperTask | None = None) 
     Call first thing, in a single-threaded session leader. `engine_pid` is the parent the keeper
     must die with.
     """
-    cat = shutil.which(INIT_PROGRAM, path="/usr/bin:/bin")
-    if cat is None:
-        raise LayerUnavailable(f"no {INIT_PROGRAM} in /usr/bin or /bin to be the namespace's init")
-    libc = _libc()
-    if libc.unshare(ctypes.c_int(CLONE_NEWPID)) != 0:
-        errno = ctypes.get_errno()
-        raise LayerUnavailable(f"unshare(CLONE_NEWPID) failed: {os.strerror(errno)}")
-    lifeline_r, lifeline_w = os.pipe2(os.O_CLOEXEC)  # only the keeper keeps the write end
-    try:
-        init = _spawn_init(cat, lifeline_r)
-    except OSError as exc:
-        os.close(lifeline_w)
-        raise LayerUnavailable(f"starting the namespace's init failed: {exc}") from None
-    finally:
-        os.close(lifeline_r)
+    init, lifeline_w = new_namespace_with_init()
     report_r, report_w = os.pipe2(os.O_CLOEXEC) if keeper_task else (None, None)
     try:
         worker = os.fork()
     except OSError as exc:  # e.g. init died at once: the namespace takes no more processes
-        _end_init(init, lifeline_w)
+        end_init(init, lifeline_w)
         raise LayerUnavailable(f"fork into the new pid namespace failed: {exc}") from None
     if worker == 0:
         os.close(lifeline_w)
@@ -91,6 +81,29 @@ def enter_pid_namespace(engine_pid: int, keeper_task: KeeperTask | None = None) 
     if report_r is not None:
         os.close(report_r)
     _be_keeper(engine_pid, worker, init, lifeline_w, keeper_task, report_w)
+
+
+def new_namespace_with_init() -> tuple[int, int]:
+    """unshare(CLONE_NEWPID) and start its init: (init's pid, the write end of init's lifeline).
+    The caller's next child is pid 2 there; init lives until every copy of that write end is
+    closed. Raises LayerUnavailable where the kernel refuses (nothing is left behind then, but
+    the caller's children would still go into the new namespace if unshare itself worked)."""
+    cat = shutil.which(INIT_PROGRAM, path="/usr/bin:/bin")
+    if cat is None:
+        raise LayerUnavailable(f"no {INIT_PROGRAM} in /usr/bin or /bin to be the namespace's init")
+    libc = _libc()
+    if libc.unshare(ctypes.c_int(CLONE_NEWPID)) != 0:
+        errno = ctypes.get_errno()
+        raise LayerUnavailable(f"unshare(CLONE_NEWPID) failed: {os.strerror(errno)}")
+    lifeline_r, lifeline_w = os.pipe2(os.O_CLOEXEC)  # only the caller keeps the write end
+    try:
+        init = _spawn_init(cat, lifeline_r)
+    except OSError as exc:
+        os.close(lifeline_w)
+        raise LayerUnavailable(f"starting the namespace's init failed: {exc}") from None
+    finally:
+        os.close(lifeline_r)
+    return init, lifeline_w
 
 
 def read_keeper_report(fd: int) -> tuple[list[str], list[str]]:
@@ -179,11 +192,11 @@ def _be_keeper(engine_pid: int, worker: int, init: int, lifeline: int, task: Kee
     except BaseException:  # noqa: BLE001 -- the keeper must never fall back into worker code
         status = None
     finally:
-        _end_init(init, lifeline)
+        end_init(init, lifeline)
         _end_like(status)
 
 
-def _end_init(init: int, lifeline: int) -> None:
+def end_init(init: int, lifeline: int) -> None:
     """Take the namespace down: init reads EOF (and gets SIGKILL, were it stuck) and is reaped."""
     try:
         os.close(lifeline)
@@ -236,19 +249,31 @@ def _end_like(status: int | None) -> None:
 # --------------------------------------------------------------------------- engine side
 
 
-def find_worker(keeper: int) -> int | None:
-    """The pid (as the caller sees it) of the worker under `keeper`: its child that is pid 2 of a
-    nested namespace. None if there is none (no namespace, or the worker is gone). For
-    diagnostics and tests -- the engine itself only ever signals the keeper's process group."""
+def find_worker(launched: int) -> int | None:
+    """The pid (as the caller sees it) of the worker of the process the engine launched: that
+    process itself when a fork server made its namespace (it is pid 2 of a nested one), else its
+    keeper's child that is pid 2 of a nested namespace. None if there is none (no namespace, or
+    the worker is gone). For diagnostics and tests -- the engine itself only ever signals the
+    launched process's group."""
+    if _is_pid_2(_status(str(launched))):
+        return launched
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-        except OSError:
-            continue
-        nspid = fields.get("NSpid", "").split()
-        if fields.get("PPid", "").strip() == str(keeper) and len(nspid) > 1 and nspid[-1] == "2":
+        fields = _status(entry)
+        if fields.get("PPid", "").strip() == str(launched) and _is_pid_2(fields):
             return int(entry)
     return None
+
+
+def _status(pid: str) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return dict(line.split(":", 1) for line in f if ":" in line)
+    except OSError:
+        return {}
+
+
+def _is_pid_2(fields: dict[str, str]) -> bool:
+    nspid = fields.get("NSpid", "").split()
+    return len(nspid) > 1 and nspid[-1] == "2"

@@ -18,6 +18,10 @@ SOCK_SEQPACKET socket, one JSON object per message:
   server -> engine         {"ok": true, "pid"} or {"ok": false, "error"}, one per fork
   engine -> server         {"op": "kill", "pid"} (no reply)
 
+Each worker is forked into a pid namespace the server makes for it, and moved into its cgroup
+right after the fork (sandbox.worker.fork_jail): the server holds the namespace's init on a
+lifeline it closes when it reaps the worker, so a forked worker needs no keeper process.
+
 The server reaps its children (SIGCHLD wakes its poll loop) and then writes each one's exit
 status -- 4 bytes, Popen's convention: negative = killed by that signal -- to the worker's own
 status pipe and closes it. Kills go through the server because only the reaper knows that a pid
@@ -43,6 +47,9 @@ import tempfile
 import time
 import traceback
 from typing import Any, NoReturn
+
+from sandbox.jail.pidns import PARENT_OUTSIDE
+from sandbox.worker.fork_jail import ForkJail
 
 STATUS = struct.Struct(">i")
 MAX_MESSAGE_BYTES = 1 << 16  # a fork request is ~1 KB (worker args, four env variables)
@@ -110,6 +117,7 @@ class ForkServer:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.pid = os.getpid()
+        self.jail = ForkJail()
         self.status_fds: dict[int, int] = {}  # live child pid -> its status pipe (-1: the engine let go)
         self.pid_of: dict[int, int] = {}  # status pipe -> child pid
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -171,9 +179,24 @@ class ForkServer:
     def fork(self, request: dict[str, Any], fds: list[int]) -> int:
         args, env, cwd, targets = check_fork_request(request, len(fds))
         output, status, passed = fds[0], fds[1], fds[2:]
-        pid = os.fork()
+        plan = self.jail.prepare(args)  # the worker's pid namespace, made here (fork_jail)
+        seen_as = self.pid
+        if plan is not None:
+            report_target = max([2, *targets]) + 1
+            args = self.jail.child_args(plan, args, report_target)
+            if plan.report_r is not None:
+                passed, targets = [*passed, plan.report_r], [*targets, report_target]
+            seen_as = PARENT_OUTSIDE  # we are outside the worker's namespace: its getppid() is 0
+        try:
+            pid = os.fork()
+        except OSError:
+            if plan is not None:
+                self.jail.after_fork(plan, None)
+            raise
         if pid == 0:
-            become_worker(self.pid, args, env, cwd, output, passed, targets)
+            become_worker(self.pid, seen_as, args, env, cwd, output, passed, targets)
+        if plan is not None:
+            self.jail.after_fork(plan, pid)
         self.status_fds[pid] = status
         self.pid_of[status] = pid
         self.poller.register(status, 0)  # only POLLERR: the engine closed its end
@@ -199,9 +222,9 @@ class ForkServer:
         self.kill(pid)
 
     def reap(self, block: bool = False) -> None:
-        """Collect exited children. Besides the workers' keepers these include orphans: when a
-        group kill ends a keeper and its worker together, the worker is re-parented to us (we
-        are the child subreaper), and nobody else would reap it."""
+        """Collect exited children. Besides the workers these include their namespaces' inits
+        (each ends once its worker is reaped and its lifeline closed) and orphans re-parented to
+        us (we are the child subreaper), which nobody else would reap."""
         while True:
             try:
                 pid, raw = os.waitpid(-1, 0 if block and self.status_fds else os.WNOHANG)
@@ -209,6 +232,7 @@ class ForkServer:
                 return
             if pid == 0:
                 return
+            self.jail.reaped(pid)
             fd = self.status_fds.pop(pid, -1)
             if fd < 0:
                 continue
@@ -227,10 +251,11 @@ class ForkServer:
         self.reap(block=True)
 
 
-def become_worker(server_pid: int, args: list[str], env: dict[str, str], cwd: str, output: int,
+def become_worker(server_pid: int, seen_as: int, args: list[str], env: dict[str, str], cwd: str, output: int,
                   passed: list[int], targets: list[int]) -> NoReturn:
     """In the forked child: turn into exactly what `python -I -c BOOT` would have been, then run
-    the worker. Never returns into the server's loop."""
+    the worker. Never returns into the server's loop. `seen_as`: the server's pid as getppid()
+    reads it here (0 when forked into a pid namespace of its own)."""
     code = 1
     try:
         os.setsid()  # own session and process group: the engine's group kill reaches only us
@@ -238,7 +263,7 @@ def become_worker(server_pid: int, args: list[str], env: dict[str, str], cwd: st
         from sandbox.worker import main as worker
 
         try:  # die with the server (which dies with the engine), from the first instant
-            limits.set_parent_death_signal(server_pid)
+            limits.set_parent_death_signal(seen_as)
         except limits.LayerUnavailable:
             pass  # the worker reports the layer as missing when it sets it again after the uid drop
         signal.set_wakeup_fd(-1)

@@ -336,7 +336,8 @@ def _cgroup_joiner(memory_mb: int) -> pidns.KeeperTask:
     return join
 
 
-def main(argv: list[str] | None = None) -> None:
+def arguments() -> argparse.ArgumentParser:
+    """The worker's command line (also read by the fork server: sandbox.worker.fork_jail)."""
     parser = argparse.ArgumentParser(prog="sandbox.worker.main")
     parser.add_argument("--in-fd", type=int, required=True)
     parser.add_argument("--out-fd", type=int, required=True)
@@ -346,14 +347,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-net-namespace", action="store_true", help="stay in the parent's network namespace")
     parser.add_argument("--no-pid-namespace", action="store_true", help="stay in the parent's pid namespace")
     parser.add_argument("--no-cgroup", action="store_true", help="stay in the parent's cgroup")
-    args = parser.parse_args(argv)
+    # Added by the fork server, never by the engine: it forked us into a namespace it made.
+    parser.add_argument("--pid-namespace-made", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--jail-report-fd", type=int, default=None, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments().parse_args(argv)
     layers, warnings, parent_pid = [], [], args.parent_pid
     limits = SandboxLimits(**json.loads(args.limits))
     join_cgroup = None if args.no_cgroup else _cgroup_joiner(limits.memory_mb)
     if args.no_cgroup:
         warnings.append("join_worker_cgroup: switched off by the engine (sandbox.engine.launch.CGROUP)")
     report_fd = None
-    if args.no_pid_namespace:
+    if args.pid_namespace_made:  # the server holds init and moves us into the cgroup (fork_jail)
+        layers.append("pid_namespace")
+        parent_pid, report_fd = pidns.PARENT_OUTSIDE, args.jail_report_fd
+    elif args.no_pid_namespace:
         warnings.append("enter_pid_namespace: switched off by the engine (sandbox.engine.launch.PID_NAMESPACE)")
     else:  # before anything else: from here on only the worker runs this code (see sandbox.jail.pidns)
         try:  # the keeper moves keeper, init and worker into the cgroup while the worker starts
@@ -363,7 +374,8 @@ def main(argv: list[str] | None = None) -> None:
         except oslimits.LayerUnavailable as exc:
             warnings.append(f"enter_pid_namespace: {exc}")
     if join_cgroup is not None and report_fd is None:  # no keeper: join now, alone
-        joined, missing = pidns.parse_report(join_cgroup(0, 0))
+        joined, missing = pidns.parse_report(join_cgroup(0, 0) if not args.pid_namespace_made else
+                                             "warning:join_worker_cgroup: the fork server sent no report")
         layers += joined
         warnings += missing
     faulthandler.enable(file=sys.stderr)  # a segfault leaves a Python traceback in the log tail
