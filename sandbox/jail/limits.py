@@ -75,6 +75,17 @@ def _cap_malloc_arenas() -> None:
         pass  # not glibc: no arenas to cap
 
 
+def return_freed_heap() -> None:
+    """Hand the heap's freed chunks back to the system (glibc's malloc_trim; elsewhere nothing).
+    glibc keeps them for reuse, so a worker kept idle for later reads held ~1 MB of them for the
+    rest of the run (measured: 10 MB less at a run's peak with 8 kept). The worker calls it when
+    its pipe falls silent (sandbox.worker.channel)."""
+    try:
+        _libc().malloc_trim(0)   # resolved in the fork server: nothing is loaded from disk here
+    except (AttributeError, OSError, LayerUnavailable):
+        pass
+
+
 @functools.lru_cache(maxsize=1)
 def _libc() -> ctypes.CDLL:
     # Cached: find_library runs `ldconfig -p`, and a fork server resolves it once for all children.

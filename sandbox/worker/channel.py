@@ -15,13 +15,16 @@ from __future__ import annotations
 import collections
 import os
 import queue
+import select
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from sandbox.protocol import FrameBuffer, FrameError, send_frame
 
 ENGINE_GONE_EXIT = 75  # the engine closed the pipe: nobody is left to report to
 _REPLIES = ("llm_reply", "embed_reply")   # the engine's answers to an op's requests
+# Silence on the pipe this long after some traffic counts as idle (see WorkerChannel.on_idle).
+IDLE_AFTER_S = 0.05
 
 
 class WorkerChannel:
@@ -34,6 +37,11 @@ class WorkerChannel:
         self._buffer = FrameBuffer()   # the main thread's: bytes read, not yet whole frames
         self._inbox: collections.deque[dict[str, Any]] = collections.deque()   # whole, not yet taken
         self._current = threading.local()    # the op this thread runs: .op_id, .threaded
+        # Called once whenever the pipe falls silent after traffic (between an evaluation's
+        # bursts, while a kept knowledge base waits, while an op waits on a slow LLM reply):
+        # time nobody waits on, so the worker hands its freed heap back then (main.py).
+        self.on_idle: Callable[[], None] | None = None
+        self._active = False   # frames read since on_idle last ran
 
     # ------------------------------------------------------------ sending
     def send(self, frame: dict[str, Any]) -> None:
@@ -99,9 +107,13 @@ class WorkerChannel:
         GIL, and with a read computing meanwhile each took ~0.5 ms to get it back -- 25 read
         requests and their LLM replies queued ~45 ms in the pipe (measured)."""
         while not self._inbox:
+            if self._active and self.on_idle is not None and not _readable(self.in_fd, IDLE_AFTER_S):
+                self._active = False
+                self.on_idle()
             data = os.read(self.in_fd, 1 << 20)
             if not data:
                 raise EOFError("pipe closed")
+            self._active = True
             self._inbox.extend(self._buffer.feed(data))
         return self._inbox.popleft()
 
@@ -114,3 +126,10 @@ class WorkerChannel:
         if box is not None:
             box.put(frame)
         return True  # a reply for an op that is gone is dropped
+
+
+def _readable(fd: int, timeout_s: float) -> bool:
+    """Whether `fd` has something to read (or is closed) within `timeout_s`."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout_s * 1000))

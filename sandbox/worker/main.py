@@ -64,6 +64,7 @@ class Worker:
                  warnings: list[str] | None = None, keeper_report_fd: int | None = None) -> None:
         self.in_fd, self.out_fd, self.parent_pid = in_fd, out_fd, parent_pid
         self.channel = WorkerChannel(in_fd, out_fd)
+        self.channel.on_idle = oslimits.return_freed_heap   # between bursts of ops
         self.readers: ReadPool | None = None  # made after the load
         self.baton = Baton()
         self.net_namespace = net_namespace
