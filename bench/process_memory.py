@@ -7,8 +7,9 @@ The kernel sums it per process in /proc/<pid>/smaps_rollup.
 
 A process is put in a kind by its place in the tree, not its command line (a forked worker
 carries its fork server's): the root is the engine; a child of the engine running
-sandbox.worker.forkserver is the fork server, and what it forks are workers (the jail's pid
-namespace adds a small reaper above each one, counted with the workers); a child of the engine
+sandbox.worker.forkserver is the fork server, and what it forks are workers (each worker's pid
+namespace has an init, `cat`, beside it -- and, in code before 2e0e836, a keeper process above
+it -- counted with the workers); a child of the engine
 started as sandbox.worker.main is a worker too (no fork server); anything else is "other".
 
     with TreeMemory(pid) as mem:      # sampled every `every` seconds until the block ends
