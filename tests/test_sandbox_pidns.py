@@ -134,6 +134,26 @@ def test_not_root_means_no_pid_namespace_and_a_warning():
     assert outcome == "unavailable: unshare(CLONE_NEWPID) failed: Operation not permitted"
 
 
+def test_a_fork_server_that_may_not_make_namespaces_forks_workers_as_they_are():
+    # Not root: the server's unshare is refused, and so would be a setns back. It must neither
+    # stop (a refused setns is fatal to it) nor leave its next children in another namespace;
+    # the worker then tries its own split and reports why it could not.
+    child = run_child('''
+        import os
+        import sandbox.worker.main
+        from sandbox.worker.fork_jail import ForkJail
+        if os.geteuid() == 0:
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+        args = ["--in-fd", "3", "--out-fd", "4", "--parent-pid", "1", "--limits", '{"memory_mb": 512}',
+                "--home", "/tmp"]
+        plan = ForkJail().prepare(args)
+        print(plan, os.readlink("/proc/self/ns/pid_for_children") == os.readlink("/proc/self/ns/pid"))
+    ''')
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["None", "True"]
+
+
 def test_switching_the_pid_namespace_off_is_reported(monkeypatch):
     monkeypatch.setattr(launch, "PID_NAMESPACE", False)
     with session(GOOD, launcher=FORK) as s:

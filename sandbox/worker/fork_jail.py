@@ -63,7 +63,10 @@ class ForkJail:
         try:
             init, lifeline = pidns.new_namespace_with_init()
         except LayerUnavailable:
-            self._back_home()  # harmless if unshare itself failed
+            # Undo an unshare that worked before init failed to start; where unshare itself was
+            # refused (not root) there is nothing to undo -- and setns would be refused too.
+            if _children_elsewhere():
+                self._back_home()
             return None
         plan = Plan(init, lifeline, memory_mb)
         if memory_mb is not None:
@@ -116,6 +119,14 @@ class ForkJail:
 
 class NamespaceStuck(RuntimeError):
     """The server could not return to its own pid namespace."""
+
+
+def _children_elsewhere() -> bool:
+    """Whether this process's next children would be born outside its own pid namespace."""
+    try:
+        return os.readlink("/proc/self/ns/pid_for_children") != os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return True   # cannot tell: try to go back (a refusal then stops the server, as it must)
 
 
 def _wishes(args: list[str]) -> tuple[bool, int | None] | None:
