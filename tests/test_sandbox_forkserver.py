@@ -253,12 +253,14 @@ def test_however_a_forked_worker_ends_its_init_goes_and_the_server_holds_nothing
         gc.collect()
         assert wait_gone(ended)
         shutil.rmtree(home, ignore_errors=True)
+        # At most as many descriptors as between workers (a request in flight may have added
+        # one to that count): a lifeline kept per ended worker would be 3 more.
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and (server_children(server)
-                                               or len(os.listdir(f"/proc/{server}/fd")) != baseline):
+                                               or len(os.listdir(f"/proc/{server}/fd")) > baseline):
             time.sleep(0.05)
         assert server_children(server) == []
-        assert len(os.listdir(f"/proc/{server}/fd")) == baseline
+        assert len(os.listdir(f"/proc/{server}/fd")) <= baseline
     finally:
         launcher.shutdown()
 
