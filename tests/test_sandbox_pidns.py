@@ -154,6 +154,24 @@ def test_a_fork_server_that_may_not_make_namespaces_forks_workers_as_they_are():
     assert child.stdout.split() == ["None", "True"]
 
 
+@needs_root
+def test_a_fork_server_whose_init_fails_to_start_returns_to_its_own_namespace():
+    child = run_child('''
+        import os
+        from sandbox.jail import pidns
+        from sandbox.worker.fork_jail import ForkJail
+        def refuse(cat, lifeline):
+            raise OSError(11, "no init today")
+        pidns._spawn_init = refuse   # after a successful unshare
+        args = ["--in-fd", "3", "--out-fd", "4", "--parent-pid", "1", "--limits", '{"memory_mb": 512}',
+                "--home", "/tmp"]
+        plan = ForkJail().prepare(args)
+        print(plan, os.readlink("/proc/self/ns/pid_for_children") == os.readlink("/proc/self/ns/pid"))
+    ''')
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["None", "True"]   # its next children are born beside it again
+
+
 def test_switching_the_pid_namespace_off_is_reported(monkeypatch):
     monkeypatch.setattr(launch, "PID_NAMESPACE", False)
     with session(GOOD, launcher=FORK) as s:

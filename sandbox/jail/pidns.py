@@ -86,8 +86,8 @@ def enter_pid_namespace(engine_pid: int, keeper_task: KeeperTask | None = None) 
 def new_namespace_with_init() -> tuple[int, int]:
     """unshare(CLONE_NEWPID) and start its init: (init's pid, the write end of init's lifeline).
     The caller's next child is pid 2 there; init lives until every copy of that write end is
-    closed. Raises LayerUnavailable where the kernel refuses (nothing is left behind then, but
-    the caller's children would still go into the new namespace if unshare itself worked)."""
+    closed. Raises LayerUnavailable where the kernel refuses: InitFailed when unshare worked
+    and init did not start (the caller's children would still go into the new namespace)."""
     cat = shutil.which(INIT_PROGRAM, path="/usr/bin:/bin")
     if cat is None:
         raise LayerUnavailable(f"no {INIT_PROGRAM} in /usr/bin or /bin to be the namespace's init")
@@ -100,10 +100,14 @@ def new_namespace_with_init() -> tuple[int, int]:
         init = _spawn_init(cat, lifeline_r)
     except OSError as exc:
         os.close(lifeline_w)
-        raise LayerUnavailable(f"starting the namespace's init failed: {exc}") from None
+        raise InitFailed(f"starting the namespace's init failed: {exc}") from None
     finally:
         os.close(lifeline_r)
     return init, lifeline_w
+
+
+class InitFailed(LayerUnavailable):
+    """The new pid namespace exists, but its init did not start."""
 
 
 def read_keeper_report(fd: int) -> tuple[list[str], list[str]]:

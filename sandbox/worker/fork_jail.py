@@ -62,12 +62,11 @@ class ForkJail:
         memory_mb = wish[1]
         try:
             init, lifeline = pidns.new_namespace_with_init()
-        except LayerUnavailable:
-            # Undo an unshare that worked before init failed to start; where unshare itself was
-            # refused (not root) there is nothing to undo -- and setns would be refused too.
-            if _children_elsewhere():
-                self._back_home()
+        except pidns.InitFailed:
+            self._back_home()  # unshare worked: the next children would be born there
             return None
+        except LayerUnavailable:
+            return None  # unshare refused (not root): nothing to undo, and setns would be refused too
         plan = Plan(init, lifeline, memory_mb)
         if memory_mb is not None:
             plan.report_r, plan.report_w = os.pipe2(os.O_CLOEXEC)
@@ -119,14 +118,6 @@ class ForkJail:
 
 class NamespaceStuck(RuntimeError):
     """The server could not return to its own pid namespace."""
-
-
-def _children_elsewhere() -> bool:
-    """Whether this process's next children would be born outside its own pid namespace."""
-    try:
-        return os.readlink("/proc/self/ns/pid_for_children") != os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return True   # cannot tell: try to go back (a refusal then stops the server, as it must)
 
 
 def _wishes(args: list[str]) -> tuple[bool, int | None] | None:
