@@ -64,14 +64,22 @@ def ms(values: list[float]) -> str:
 
 
 def group_memory(pgid: int) -> tuple[int, int]:
-    """(PSS, RSS) in KiB summed over the processes of one process group."""
+    """(PSS, RSS) in KiB summed over the processes of one worker: its process group (with a keeper,
+    where a fresh worker split itself) and its pid namespace (its init, which a fork server starts
+    outside that group)."""
+    own_ns = os.readlink("/proc/self/ns/pid")
+    try:
+        worker_ns = os.readlink(f"/proc/{pgid}/ns/pid")
+    except OSError:
+        worker_ns = own_ns
     pss = rss = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
-            if int(stat.rsplit(")", 1)[-1].split()[2]) != pgid:
+            same_ns = worker_ns != own_ns and os.readlink(f"/proc/{entry}/ns/pid") == worker_ns
+            if int(stat.rsplit(")", 1)[-1].split()[2]) != pgid and not same_ns:
                 continue
             for line in Path(f"/proc/{entry}/smaps_rollup").read_text().splitlines():
                 if line.startswith("Pss:"):
