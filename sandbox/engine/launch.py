@@ -43,8 +43,9 @@ REAP_TIMEOUT_S = 10.0
 # Each worker enters a network namespace of its own (docs/sandbox.md, L6, sandbox.jail.limits.enter_net_namespace).
 # Only benchmarks and debugging turn it off; a worker started without it reports a warning.
 NET_NAMESPACE = True
-# Likewise a pid namespace per worker (sandbox.jail.pidns): the launched process is then the worker's
-# keeper and process-group leader, and the program runs in its child.
+# Likewise a pid namespace per worker: a forked worker is born in one its fork server made
+# (sandbox.worker.fork_jail); a fresh one splits itself, the launched process staying outside as its
+# keeper and process-group leader, the program running in its child (sandbox.jail.pidns).
 PID_NAMESPACE = True
 # And a cgroup per worker (sandbox.jail.cgroups) where one is writable.
 CGROUP = True

@@ -345,8 +345,9 @@ class ProgramSession:
         worker = self._worker
         assert worker is not None and self._channel is not None
         self._channel.shutdown("worker died")
-        # The pipe closed because the worker died. Its keeper (sandbox.jail.pidns) then ends the same
-        # way within milliseconds; a group kill now would overwrite that status with SIGKILL.
+        # The pipe closed because the worker died. Its keeper, if it has one (sandbox.jail.pidns),
+        # then ends the same way within milliseconds; a group kill now would overwrite that status
+        # with SIGKILL.
         try:
             worker.proc.wait(timeout=KEEPER_GRACE_S)
         except subprocess.TimeoutExpired:

@@ -121,8 +121,8 @@ def set_parent_death_signal(expected_parent: int) -> str:
 
 
 def become_subreaper() -> None:
-    """Orphans of our descendants come to us, not to the system's init: a worker in a pid
-    namespace has a keeper process above it (sandbox.jail.pidns), and a group kill that ends both
+    """Orphans of our descendants come to us, not to the system's init: e.g. a worker that split
+    itself has a keeper process above it (sandbox.jail.pidns), and a group kill that ends both
     leaves the worker for whoever is the nearest subreaper to reap."""
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
 

@@ -1,14 +1,15 @@
 """The sandbox worker: one process holding one memory program's knowledge base.
 
 Started by engine/session.py through a launcher (never imported by the engine). Life of a worker:
-  0. own pid namespace: the launched process stays outside as the keeper (and moves itself, init
-     and the worker into a cgroup of their own meanwhile, sandbox.jail.cgroups), the worker carries on
-     as pid 2 of the new space (sandbox.jail.pidns), with its own /proc;
+  0. own pid namespace, as pid 2 of a new space with its own /proc. A forked worker is born there:
+     its fork server made the space and moves it and its init into a cgroup of their own
+     (sandbox.worker.fork_jail, sandbox.jail.cgroups). A fresh interpreter splits itself: the
+     launched process stays outside as the keeper and does that move (sandbox.jail.pidns);
   1. own network namespace (no network at all), no_new_privs + rlimits (hard == soft),
      faulthandler for crash tails on stderr;
   2. import everything it will ever need and warm chromadb up (one client for the whole life);
   3. "ready" frame -> engine;
-  4. "load": import the engine's allowed modules, take the keeper's cgroup report, chroot into
+  4. "load": import the engine's allowed modules, take the cgroup report, chroot into
      the scratch dir, drop to uid 65534 (then PDEATHSIG, which a credential change clears), install
      the seccomp filter (sandbox.jail.seccomp), gate + exec the program (sandbox.worker.loader),
      KnowledgeBase(toolkit);
@@ -71,7 +72,7 @@ class Worker:
         self.limits, self.home = limits, home
         self.layers: list[str] = list(layers or [])  # e.g. the pid namespace, entered in main()
         self.warnings: list[str] = list(warnings or [])
-        self.keeper_report_fd = keeper_report_fd  # the keeper's cgroup report, read before any program code
+        self.keeper_report_fd = keeper_report_fd  # the cgroup report (keeper or fork server), read before any program code
         self.clock = OpClock()
         self.log = LogSink(limits.max_log_chars)
         self.loaded: Any = None
@@ -220,7 +221,7 @@ class Worker:
                 importlib.import_module(name)
             except ImportError:
                 pass  # the loader reports a missing module when a program imports it
-        if self.keeper_report_fd is not None:  # long written by now: the keeper started with us
+        if self.keeper_report_fd is not None:  # long written by now: its writer started with us
             layers, warnings = pidns.read_keeper_report(self.keeper_report_fd)
             self.keeper_report_fd = None
             self.layers += layers
