@@ -197,14 +197,20 @@ def test_exit_statuses_come_from_the_server():
     assert err.value.verdict.rule == "worker died" and "SIGTERM" in err.value.verdict.message
 
 
-def test_a_dropped_worker_is_killed_by_the_server():
-    limits = SandboxLimits()
-    worker = spawn(FORK, limits)
+def drop_a_worker(launcher) -> tuple[int, str]:
+    """Start a worker and let go of it without end(): the server sees its status pipe closed and
+    kills its group. (pid, scratch directory)."""
+    worker = spawn(launcher, SandboxLimits())
     pid, home = worker.pid, worker.home  # the worker (the server made its namespace: no keeper)
     for fd in (worker.frames_in, worker.frames_out):
         os.close(fd)
-    del worker  # no end(): the server sees the status pipe closed and kills the group
+    del worker
     gc.collect()
+    return pid, home
+
+
+def test_a_dropped_worker_is_killed_by_the_server():
+    pid, home = drop_a_worker(FORK)
     assert wait_gone([pid])
     shutil.rmtree(home)
 
@@ -244,13 +250,8 @@ def test_however_a_forked_worker_ends_its_init_goes_and_the_server_holds_nothing
             threading.Timer(0.3, os.kill, (s.pid, signal.SIGTERM)).start()
             with pytest.raises(SandboxError):
                 s.read({})
-        worker = spawn(launcher, SandboxLimits())  # dropped by the engine: the server kills it
-        ended.append(worker.pid)
-        home = worker.home
-        for fd in (worker.frames_in, worker.frames_out):
-            os.close(fd)
-        del worker
-        gc.collect()
+        pid, home = drop_a_worker(launcher)  # dropped by the engine: the server kills it
+        ended.append(pid)
         assert wait_gone(ended)
         shutil.rmtree(home, ignore_errors=True)
         # At most as many descriptors as between workers (a request in flight may have added

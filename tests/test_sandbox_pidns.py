@@ -134,40 +134,39 @@ def test_not_root_means_no_pid_namespace_and_a_warning():
     assert outcome == "unavailable: unshare(CLONE_NEWPID) failed: Operation not permitted"
 
 
+# A fork server's preparation for one worker, after `setup`: the plan (None: fork as it is) and
+# whether its next children are still born in its own pid namespace.
+PREPARE = '''
+    import os
+    import sandbox.worker.main
+    from sandbox.jail import pidns
+    from sandbox.worker.fork_jail import ForkJail
+    {setup}
+    args = ["--in-fd", "3", "--out-fd", "4", "--parent-pid", "1", "--limits", '{{"memory_mb": 512}}',
+            "--home", "/tmp"]
+    plan = ForkJail().prepare(args)
+    print(plan, os.readlink("/proc/self/ns/pid_for_children") == os.readlink("/proc/self/ns/pid"))
+'''
+
+
 def test_a_fork_server_that_may_not_make_namespaces_forks_workers_as_they_are():
     # Not root: the server's unshare is refused, and so would be a setns back. It must neither
     # stop (a refused setns is fatal to it) nor leave its next children in another namespace;
     # the worker then tries its own split and reports why it could not.
-    child = run_child('''
-        import os
-        import sandbox.worker.main
-        from sandbox.worker.fork_jail import ForkJail
-        if os.geteuid() == 0:
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-        args = ["--in-fd", "3", "--out-fd", "4", "--parent-pid", "1", "--limits", '{"memory_mb": 512}',
-                "--home", "/tmp"]
-        plan = ForkJail().prepare(args)
-        print(plan, os.readlink("/proc/self/ns/pid_for_children") == os.readlink("/proc/self/ns/pid"))
-    ''')
+    child = run_child(PREPARE.format(setup="""
+    if os.geteuid() == 0:
+        os.setresgid(65534, 65534, 65534)
+        os.setresuid(65534, 65534, 65534)"""))
     assert child.returncode == 0, child.stderr
     assert child.stdout.split() == ["None", "True"]
 
 
 @needs_root
 def test_a_fork_server_whose_init_fails_to_start_returns_to_its_own_namespace():
-    child = run_child('''
-        import os
-        from sandbox.jail import pidns
-        from sandbox.worker.fork_jail import ForkJail
-        def refuse(cat, lifeline):
-            raise OSError(11, "no init today")
-        pidns._spawn_init = refuse   # after a successful unshare
-        args = ["--in-fd", "3", "--out-fd", "4", "--parent-pid", "1", "--limits", '{"memory_mb": 512}',
-                "--home", "/tmp"]
-        plan = ForkJail().prepare(args)
-        print(plan, os.readlink("/proc/self/ns/pid_for_children") == os.readlink("/proc/self/ns/pid"))
-    ''')
+    child = run_child(PREPARE.format(setup="""
+    def refuse(cat, lifeline):
+        raise OSError(11, "no init today")
+    pidns._spawn_init = refuse   # after a successful unshare"""))
     assert child.returncode == 0, child.stderr
     assert child.stdout.split() == ["None", "True"]   # its next children are born beside it again
 

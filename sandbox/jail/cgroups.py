@@ -111,6 +111,15 @@ def join_worker_cgroup(memory_mb: int, members: Sequence[int] = (0,), owner: int
     return "cgroup"
 
 
+def join_report(memory_mb: int, members: Sequence[int], owner: int | None = None) -> str:
+    """`join_worker_cgroup` as the one report line its worker reads (sandbox.jail.pidns.parse_report):
+    "layer:cgroup", or "warning:join_worker_cgroup: <why>"."""
+    try:
+        return "layer:" + join_worker_cgroup(memory_mb, members, owner)
+    except LayerUnavailable as exc:
+        return f"warning:join_worker_cgroup: {exc}"
+
+
 def remove(launched_pid: int, patience_s: float = 1.0) -> bool:
     """Remove the cgroup(s) of a reaped launched process (a forked worker, or a keeper); False if
     one is left. A cgroup stays busy until its last task is reaped (init, once its lifeline

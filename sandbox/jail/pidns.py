@@ -123,6 +123,15 @@ def read_keeper_report(fd: int) -> tuple[list[str], list[str]]:
     return parse_report(data.decode("utf-8", "replace"))
 
 
+def send_report(fd: int, line: str) -> None:
+    """Write the worker's one report line (by its keeper, or its fork server) and close the pipe."""
+    try:
+        os.write(fd, line.encode("utf-8", "replace")[:REPORT_MAX_BYTES])
+    except OSError:
+        pass  # the worker is gone already
+    os.close(fd)
+
+
 def parse_report(line: str) -> tuple[list[str], list[str]]:
     """A keeper task's report line -> (layers, warnings)."""
     kind, _, text = line.strip().partition(":")
@@ -183,11 +192,7 @@ def _be_keeper(engine_pid: int, worker: int, init: int, lifeline: int, task: Kee
                 line = task(worker, init)
             except Exception as exc:  # noqa: BLE001 -- reported to the worker as a warning
                 line = f"warning:keeper task failed: {type(exc).__name__}: {exc}"
-            try:
-                os.write(report, line.encode("utf-8", "replace")[:REPORT_MAX_BYTES])
-            except OSError:
-                pass  # the worker is gone already
-            os.close(report)
+            send_report(report, line)
         while status is None:
             try:
                 _, status = os.waitpid(worker, 0)

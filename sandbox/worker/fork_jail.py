@@ -23,7 +23,9 @@ forks as before and the worker tries its own split, which reports why it could n
 """
 from __future__ import annotations
 
+import argparse
 import ctypes
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -92,15 +94,7 @@ class ForkJail:
             return
         self.lifelines[pid] = (plan.init, plan.lifeline)
         if plan.report_w is not None:
-            try:
-                line = "layer:" + cgroups.join_worker_cgroup(plan.memory_mb or 0, [pid, plan.init], owner=pid)
-            except LayerUnavailable as exc:
-                line = f"warning:join_worker_cgroup: {exc}"
-            try:
-                os.write(plan.report_w, line.encode("utf-8", "replace")[:pidns.REPORT_MAX_BYTES])
-            except OSError:
-                pass  # the worker is gone already
-            os.close(plan.report_w)
+            pidns.send_report(plan.report_w, cgroups.join_report(plan.memory_mb or 0, [pid, plan.init], owner=pid))
 
     def reaped(self, pid: int) -> None:
         """A child was reaped: if it was a worker, its namespace goes with it."""
@@ -120,13 +114,19 @@ class NamespaceStuck(RuntimeError):
     """The server could not return to its own pid namespace."""
 
 
+@functools.lru_cache(maxsize=1)
+def _parser() -> argparse.ArgumentParser:
+    """The worker's own parser, made once: the server reads every fork's arguments with it."""
+    from sandbox.worker.main import arguments
+
+    return arguments()
+
+
 def _wishes(args: list[str]) -> tuple[bool, int | None] | None:
     """(a pid namespace wanted, the cgroup's memory cap or None) from the worker's arguments;
     None if they do not parse (the worker will say what is wrong with them)."""
-    from sandbox.worker.main import arguments
-
     try:
-        parsed, _ = arguments().parse_known_args(args)
+        parsed, _ = _parser().parse_known_args(args)
         memory_mb = int(json.loads(parsed.limits)["memory_mb"])
     except (SystemExit, ValueError, KeyError, TypeError):
         return None

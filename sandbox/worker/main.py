@@ -331,10 +331,7 @@ def _cgroup_joiner(memory_mb: int) -> pidns.KeeperTask:
     (0, 0) by a worker without a keeper: then only the caller itself moves."""
     def join(worker_pid: int, init_pid: int) -> str:
         members = [pid for pid in (worker_pid, init_pid) if pid] + [0]  # 0: the writer itself
-        try:
-            return "layer:" + cgroups.join_worker_cgroup(memory_mb, members)
-        except oslimits.LayerUnavailable as exc:
-            return f"warning:join_worker_cgroup: {exc}"
+        return cgroups.join_report(memory_mb, members)
     return join
 
 
