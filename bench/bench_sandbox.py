@@ -4,7 +4,7 @@ the engine's memory through the hostile corpus.
     /work/venv/bin/python bench/bench_sandbox.py [--starts 10] [--ops 200] [--corpus-passes 2]
 
 For each launcher (fork server, fresh interpreter), with the OS jail on and off -- each worker in
-a cgroup, a pid namespace (with its keeper and init processes) and a network namespace of its
+a cgroup, a pid namespace (with its init; and a keeper for a fresh interpreter) and a network namespace of its
 own: sandbox.engine.launch.CGROUP, PID_NAMESPACE and NET_NAMESPACE. The seccomp filter is on in both:
   cold    the first start with a new launcher (for the fork server: includes starting the server)
   warm    median and 90th percentile over --starts further starts
