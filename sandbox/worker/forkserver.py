@@ -60,6 +60,7 @@ PRELOAD = ("chromadb", "chromadb.api.rust", "chromadb_rust_bindings",
            "chromadb.telemetry.product.posthog", "sqlite3", "chromadb.config", "numpy",
            "RestrictedPython", "sandbox.worker.main", "sandbox.worker.loader", "sandbox.worker.embedding",
            "sandbox.worker.toolkit_chroma", "sandbox.worker.chroma_exact", "sandbox.worker.toolkit_db",
+           "sandbox.worker.one_cpu",
            "json", "re", "math", "hashlib", "collections", "dataclasses", "typing", "datetime",
            "textwrap", "heapq", "itertools", "stringprep")
 # BLAS libraries start a thread pool when numpy loads; set before the import, in-process only

@@ -113,6 +113,7 @@ class Worker:
         from chromadb.config import Settings
 
         from sandbox.worker.embedding import HashingEmbeddingFunction
+        from sandbox.worker.one_cpu import OneCpu
         from sandbox.worker.toolkit_chroma import make_chroma
         from sandbox.worker.toolkit_db import make_database
 
@@ -123,7 +124,8 @@ class Worker:
         os.environ["TOKIO_WORKER_THREADS"] = "1"
         self._chroma_client = chromadb.EphemeralClient(settings)
         self._db = make_database(self.clock)
-        chroma = make_chroma(self._chroma_client, HashingEmbeddingFunction())
+        self._one_cpu = OneCpu()   # finds chromadb's threads in /proc: before the scratch root hides it
+        chroma = make_chroma(self._chroma_client, HashingEmbeddingFunction(), self._one_cpu.run)
         if not forked:  # a fork server imported all of it already (prepare_in_server)
             _warm_up(chroma)
         return make_toolkit(self._db, chroma, self.log, self.ask_engine)
@@ -134,7 +136,7 @@ class Worker:
         from sandbox.worker.embedding import EngineEmbeddingFunction
         from sandbox.worker.toolkit_chroma import make_chroma
 
-        chroma = make_chroma(self._chroma_client, EngineEmbeddingFunction(self.embed_engine, label))
+        chroma = make_chroma(self._chroma_client, EngineEmbeddingFunction(self.embed_engine, label), self._one_cpu.run)
         self.toolkit = make_toolkit(self._db, chroma, self.log, self.ask_engine)
 
     def ask_engine(self, messages: list[dict[str, str]]) -> dict[str, Any]:

@@ -28,9 +28,11 @@ _INDEX_EVERY = {"hnsw:batch_size": 16, "hnsw:sync_threshold": 16}
 _COLLECTION_HINT = "chroma collection names need 3-512 characters from [a-zA-Z0-9._-], starting and ending with a letter or digit"
 
 
-def make_chroma(client: Any, embedding_function: Any) -> Any:
+def make_chroma(client: Any, embedding_function: Any,
+                run: Callable[[Callable[[], Any]], Any] | None = None) -> Any:
     """Wrap the worker's single EphemeralClient; every collection uses `embedding_function`
-    (a HashingEmbeddingFunction or an EngineEmbeddingFunction)."""
+    (a HashingEmbeddingFunction or an EngineEmbeddingFunction). `run(fn)` runs each chroma call
+    (a worker's: sandbox.worker.one_cpu.OneCpu.run, the call on one CPU); by default fn()."""
 
     def checked_name(name: Any) -> str:
         if not isinstance(name, str):
@@ -48,12 +50,13 @@ def make_chroma(client: Any, embedding_function: Any) -> Any:
     # (measured: 1,364 top-3 queries/s from one thread, 194/s from 16). Reads overlap to wait
     # on LLM calls together, not to run chroma in parallel.
     lock = threading.Lock()
+    run_call = run or (lambda fn: fn())
 
     def call(fn: Callable[[], Any]) -> Any:
         # chromadb errors carry library internals; programs get a plain ValueError with the message.
         try:
             with lock:
-                return fn()
+                return run_call(fn)
         except (ValueError, TypeError):
             raise
         except Exception as exc:  # noqa: BLE001 -- re-raised with its message
