@@ -4,6 +4,7 @@ call for the caller; Python's other threads are never pinned.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -107,7 +108,7 @@ DURING = textwrap.dedent('''
 
     def inside():
         tids = [int(t) for t in os.listdir("/proc/self/task")]
-        chromas = pin._tids   # found when it was made: chromadb's threads up to then
+        chromas = pin.threads   # found when it was made: chromadb's threads up to then
         names = sorted(Path(f"/proc/self/task/{t}/comm").read_text()[:5] for t in chromas)
         return {"me": allowed(me), "chromas": sorted({allowed(t) for t in chromas}), "names": names,
                 "rest": sorted({allowed(t) for t in tids if t != me and t not in chromas})}
@@ -120,7 +121,6 @@ DURING = textwrap.dedent('''
 
 
 def run_script(mode: str) -> dict:
-    import json
     done = subprocess.run([sys.executable, "-c", DURING, str(ROOT), mode], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -55,6 +55,7 @@ class OneCpu:
 
     def __init__(self) -> None:
         self._tids: list[int] = []
+        self._last = -1   # the CPU chromadb's threads were last put on: a call there leaves them be
         try:
             self._cpus = os.sched_getaffinity(0)
             self._getcpu = _libc().sched_getcpu
@@ -66,6 +67,11 @@ class OneCpu:
     @property
     def active(self) -> bool:
         return bool(self._tids)
+
+    @property
+    def threads(self) -> tuple[int, ...]:
+        """The ids of chromadb's threads this pins with each call."""
+        return tuple(self._tids)
 
     def run(self, fn: Callable[[], Any]) -> Any:
         if not self._tids or not self._pin():
@@ -88,9 +94,11 @@ class OneCpu:
         except OSError:
             self._tids = []   # refused once, refused always: stop trying
             return False
-        for tid in self._tids:
-            try:
-                os.sched_setaffinity(tid, here)
-            except OSError:
-                pass
+        if cpu != self._last:   # most calls come from the CPU the last one did
+            for tid in self._tids:
+                try:
+                    os.sched_setaffinity(tid, here)
+                except OSError:
+                    pass
+            self._last = cpu
         return True
