@@ -3,7 +3,7 @@
 workload where the best seed wins and in one where a child wins.
 
     python bench/bench_lead.py [--latency 0.3,2.0] [--iterations 3,5] [--rotating fresh,reuse]
-                               [--workloads seed,child] [--base /tmp/base8aa] [--out DIR]
+                               [--workloads seed,child] [--in-flight 64] [--base /tmp/base8aa] [--out DIR]
 
 The workload is bench_confirm.py's (bench_throughput.build_task: LoCoMo conv-48, its 30 sessions as
 episodes, 191 questions as validation and as test; static 25, rotating 5, --seed 0), every role
@@ -34,6 +34,13 @@ the final phase's race chain, plus the champion's test chain when its test was n
 the race (the best seed's starts after the seeds; the race's starting leader's starts with it);
 the run's: the slowest seed's chain + the iterations' + the final phase's. Sandbox and CPU time
 count zero, so wall / bound >= 1.
+
+The floor at the cap is what no schedule of the run's requests can beat while at most 64
+(`--in-flight`) replies are awaited at once: the slowest seed's chain, then every request that
+needs the seeds scored first (the iterations', the tests', the race's; the prefetch's guesses
+left out) in ceil(requests / 64) latencies -- or the bound, when that is longer. A run whose
+floor is over 1.15x its bound cannot meet issue 43's 2,000 ms target with these requests at
+this cap, however its work is placed: only fewer requests or more calls in flight can.
 
 The last column is a diagnostic, not that bound: the run beside the same bound with the cap
 on calls in flight counted too, for the work as this run placed it. A phase takes at least
@@ -100,12 +107,18 @@ def evolve(python: str, out: Path, task: Path, cfg: Path, iterations: int, *extr
     return time.perf_counter() - t0
 
 
-def waves(records: list[dict]) -> int:
+def waves(records: list[dict], cap: int = bt.IN_FLIGHT) -> int:
     """Latencies `records` (the requests a phase sent) take at least under the cap on calls in flight."""
-    return -(-sum(1 + r.get("retries", 0) for r in records if not r.get("cache_hit")) // bt.IN_FLIGHT)
+    return -(-sum(1 + r.get("retries", 0) for r in records if not r.get("cache_hit")) // cap)
 
 
-def figures(run: Path, latency: float) -> dict:
+# The scopes whose calls cannot go before every seed is scored: an iteration needs its parent chosen
+# over the seeds' scores, a test the best seed (or a later leader), the race its candidates. The
+# prefetch's guesses and the preflight are left out, so the floor holds whatever they do.
+_AFTER_SEEDS = ("iter_", "test", "confirm")
+
+
+def figures(run: Path, latency: float, cap: int = bt.IN_FLIGHT) -> dict:
     """What one cell prints (see the module docstring)."""
     usage = [json.loads(line) for line in (run / "llm_usage.jsonl").read_text().splitlines() if line.strip()]
     sent = [r for r in usage if not r.get("cache_hit")]
@@ -140,9 +153,13 @@ def figures(run: Path, latency: float) -> dict:
     needed = race + ([r for r in scopes.get("test", []) if r["at"] - r.get("latency_s", 0.0) >= begun]
                      if leader in (None, champion, best_seed.program_id) else [])
     capped = (max(max(e.timing.get("chain_calls", 0) for e in seeds),
-                  waves([r for e in seeds for r in scopes.get(e.program_id, [])])) * latency
-              + sum(max(b, waves(scopes.get(f"iter_{e.iteration:03d}", [])) * latency) for e, b in zip(its, it_bounds))
-              + max(final_bound, waves(needed) * latency))
+                  waves([r for e in seeds for r in scopes.get(e.program_id, [])], cap)) * latency
+              + sum(max(b, waves(scopes.get(f"iter_{e.iteration:03d}", []), cap) * latency) for e, b in zip(its, it_bounds))
+              + max(final_bound, waves(needed, cap) * latency))
+    run_bound = seed_bound + sum(it_bounds) + final_bound
+    # The floor at the cap (module docstring): no schedule of these requests ends sooner.
+    after_seeds = [r for r in sent if (r.get("scope") or "").startswith(_AFTER_SEEDS)]
+    floor = max(run_bound, seed_bound + waves(after_seeds, cap) * latency)
     others = [w for e, w in zip(its, it_walls) if e.iteration != 2]
     others_b = [b for e, b in zip(its, it_bounds) if e.iteration != 2]
     second = next(((w, b) for e, w, b in zip(its, it_walls, it_bounds) if e.iteration == 2), (None, None))
@@ -155,8 +172,8 @@ def figures(run: Path, latency: float) -> dict:
             "it_others": statistics.median(others) if others else None,
             "it_others_bound": statistics.median(others_b) if others_b else None,
             "final": final, "final_bound": final_bound,
-            "run": float(summary["seconds"]), "run_bound": seed_bound + sum(it_bounds) + final_bound,
-            "run_capped": capped,
+            "run": float(summary["seconds"]), "run_bound": run_bound,
+            "run_capped": capped, "run_floor": floor,
             "champion": champion, "child_won": champion.startswith("iter_"), "race": race_chain,
             "race_stop": conf.stop if conf else "-"}
 
@@ -182,7 +199,8 @@ def row(cell: tuple, f: dict) -> str:
     return (f"| {workload:<8} | {lat * 1000:>5.0f} | {n:>2} | {rot:<8} | {name:<6} | {f['requests']:>8} | "
             f"{tokens(f):>18} | {guess_text(f['guesses']):<20} | {pair(f['it2'], f['it2_bound']):<22} | "
             f"{pair(f['it_others'], f['it_others_bound']):<22} | {pair(f['final'], f['final_bound']):<22} | "
-            f"{pair(f['run'], f['run_bound']):<22} | {pair(f['run'], f['run_capped']):<22} | "
+            f"{pair(f['run'], f['run_bound']):<22} | {pair(f['run'], f['run_floor']):<22} | "
+            f"{pair(f['run'], f['run_capped']):<22} | "
             f"{'-' if f.get('process') is None else format(f['process'], '.2f'):>9} | {f['champion']} (race {f['race']} replies, {f['race_stop']}) |")
 
 
@@ -195,6 +213,9 @@ def main() -> int:
     ap.add_argument("--base", default=None, help="another checkout with its own venv (DIR/.venv): its default "
                                                   "cells run too, for the token baseline")
     ap.add_argument("--extra", default="", help="more flags for every run of this checkout (space-separated)")
+    ap.add_argument("--in-flight", type=int, default=bt.IN_FLIGHT,
+                    help="calls in flight the runs may hold (--max-in-flight and every role's concurrency); "
+                         f"default {bt.IN_FLIGHT}, the engine's default")
     ap.add_argument("--out", default=None, help="keep the run folders here (default: temporary)")
     ap.add_argument("--keep", action="store_true", help="with --out: a cell whose run folder has its summary.json "
                                                          "is read again, not run again (re-print a table)")
@@ -207,10 +228,11 @@ def main() -> int:
     if args.base:
         engines.append(("base", str(Path(args.base) / ".venv" / "bin" / "python")))
     print(f"core speed {bt.core_speed():.0f} ms at the start (a fixed loop; larger = a busier machine); "
-          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+          f"load average {os.getloadavg()[0]:.1f}; {args.in_flight} calls in flight", flush=True)
     header = (f"| {'workload':<8} | {'ms':>5} | {'it':>2} | {'rotating':<8} | {'engine':<6} | {'requests':>8} | "
               f"{'prompt tok (race)':>18} | {'guesses used/sent -no':<20} | {'iteration 2 s / bound':<22} | "
-              f"{'others median / bound':<22} | {'final s / bound':<22} | {'run s / bound':<22} | {'run s / as placed, cap':<22} | {'process s':>9} | champion |")
+              f"{'others median / bound':<22} | {'final s / bound':<22} | {'run s / bound':<22} | {'run s / floor at cap':<22} | "
+              f"{'run s / as placed, cap':<22} | {'process s':>9} | champion |")
     print(header)
     print("|" + "|".join("-" * (len(c) + 0) for c in header.split("|")[1:-1]) + "|", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -227,13 +249,14 @@ def main() -> int:
                                     continue
                                 slug = f"{workload}-{int(lat * 1000)}-{n}-{rot}-{name}"
                                 extra = (["--rotating", "reuse"] if rot == "reuse" else []) + \
-                                    (args.extra.split() if name == "this" else [])
+                                    (args.extra.split() if name == "this" else []) + \
+                                    (["--max-in-flight", str(args.in_flight)] if args.in_flight != bt.IN_FLIGHT else [])
                                 process = root / f"{slug}.process_s"
                                 if not (args.keep and (root / slug / "summary.json").exists()):
-                                    wall = evolve(python, root / slug, task, bt.config_file(root, url, f"cache-{slug}"),
+                                    wall = evolve(python, root / slug, task, bt.config_file(root, url, f"cache-{slug}", args.in_flight),
                                                   n, *extra)
                                     process.write_text(f"{wall:.3f}\n")
-                                f = figures(root / slug, lat)
+                                f = figures(root / slug, lat, args.in_flight)
                                 f["process"] = float(process.read_text()) if process.exists() else None
                                 print(row((workload, lat, n, rot, name), f), flush=True)
     print(f"core speed {bt.core_speed():.0f} ms at the end; load average {os.getloadavg()[0]:.1f}")

@@ -99,9 +99,9 @@ def fake_server(latency: float):
     return bench_llm.fake_server(latency, memo=True)
 
 
-def config_file(folder: Path, url: str, cache: str) -> Path:
+def config_file(folder: Path, url: str, cache: str, in_flight: int = IN_FLIGHT) -> Path:
     lines = ["[llm]", f'cache_dir = "{folder / cache}"', "[llm.defaults]", 'backend = "openai"', f'base_url = "{url}"',
-             f"concurrency = {IN_FLIGHT}", "timeout_s = 600"]
+             f"concurrency = {in_flight}", "timeout_s = 600"]
     for role in ROLES:
         lines += [f"[llm.{role}]", f'model = "offline-{role}"', f'[llm.prices."offline-{role}"]', "input = 0", "output = 0"]
     path = folder / f"fake-{cache}.toml"
