@@ -30,6 +30,7 @@ from mstar.evaluation.records import WRITE_EXAMPLES, failed_result
 from mstar.execution import EvalJob, Executor, make_executor
 from mstar.final.finish import Stop as _Stop, finish_run
 from mstar.final.held_out import HeldOutTests, may_start_early
+from mstar.final.race_budget import with_shared_writes
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
 from mstar.llm.types import FatalLLMError
@@ -178,7 +179,7 @@ class Evolution:
                 self._event(events.SeedEvent(
                     program_id=pid, title=f"seed: {label}", static_score=res.mean_score,
                     per_category=res.per_category, error=res.error, case_errors=res.case_errors,
-                    ingest_errors=res.ingest_errors, xray=res.xray, llm=self.router.spent_in(pid),
+                    ingest_errors=res.ingest_errors, xray=res.xray, llm=with_shared_writes(self.router.spent_in(pid), res),
                     timing={"eval_s": round(res.seconds, 3), "sandbox_s": round(res.sandbox_seconds, 3),
                             "chain_calls": res.chain_calls, "write_s": res.write_seconds,
                             "read_cpu_s": res.read_cpu_seconds},
@@ -271,7 +272,8 @@ class Evolution:
         # spend (its calls are all done; with what writing the parent's knowledge base again cost: race_budget.py).
         if child is not None:
             self._write_entry(child, res)
-        record.llm = {**self.router.spent_in(scope), "rewrite_tokens": rot.write_tokens if batch else 0}
+        record.llm = {**self.router.spent_in(scope), "rewrite_tokens": rot.write_tokens if batch else 0,
+                      **record.llm}   # the child's shared_write_tokens (_evaluate_child)
         record.replay_keys = self.router.replay_keys(scope)  # for resume (mstar.run.resume)
         with self._lock:  # the child joins, the event is written: the iteration is done
             if child is not None:
@@ -289,6 +291,7 @@ class Evolution:
         ev = self.cfg.evolution
         source = outcome.source
         res = self._run(self._static_job(source))
+        record.llm = with_shared_writes(record.llm, res)
         timing.update(child_eval_s=round(res.seconds, 3), child_sandbox_s=round(res.sandbox_seconds, 3),
                       child_chain_calls=res.chain_calls, child_write_s=res.write_seconds,
                       child_read_cpu_s=res.read_cpu_seconds)
@@ -305,6 +308,7 @@ class Evolution:
                 continue
             source = outcome.source = fix.source
             res = self._run(self._static_job(source))
+            record.llm = with_shared_writes(record.llm, res)
             entry["static_score"] = res.mean_score
         if runtime_failure(res) is not None and ev.runtime_fix_rounds > 0:
             return None, None
@@ -387,3 +391,4 @@ def runtime_failure(res: EvalResult) -> str | None:
 def _endpoint_reason(exc: BaseException, where: str) -> str:
     kind = "rejected the requests" if isinstance(exc, FatalLLMError) else "failed"
     return f"the LLM endpoint {kind} during {where}: {exc}"
+

@@ -24,7 +24,7 @@ def _kept(cache: SessionCache, source: str) -> tuple[str, ProgramSession]:
 
 def test_keep_only_closes_the_others_and_a_leased_one_when_its_lease_ends():
     cache = SessionCache(keep=8)
-    sources = [SEED_A + f"\n# variant {i}\n" for i in range(3)]
+    sources = [SEED_A + f"\nVARIANT = [{i}]\n" for i in range(3)]   # three knowledge identities
     (k0, s0), (k1, s1), (k2, s2) = (_kept(cache, src) for src in sources)
     reading = cache.lease(k2)                       # an evaluation still reads from this one
     assert cache.keep_only([k0]) == 2

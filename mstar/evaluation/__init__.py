@@ -11,6 +11,8 @@
     attribution.py  where a case's answer was lost (never stored / not retrieved / not used): the
                   matcher and its threshold, a pure function of texts
     xray.py       each case's attribution in an evaluation, and the program's sums (recall, precision)
+    knowledge_identity.py  which programs build the same knowledge base: a child that changed only
+                  the prompts the engine builds reads its parent's, with its own prompts
     sessions.py   SessionCache: ingested knowledge bases kept alive for the next evaluation; LOAD_INFO,
                   what loading a program told the engine, and load_difference between two loads
     pools.py      the threads every evaluation shares; finished workers closed in the background

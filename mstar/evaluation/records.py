@@ -108,6 +108,8 @@ class EvalResult:
     xray: dict | None = None            # the cases' attributions summed (mstar.evaluation.xray.summary)
     question_tokens: int = 0            # tokens its questions' calls asked, sent or cached (evaluation/calls.py)
     write_tokens: int = 0               # ... and its writes' calls (extractions, the writes' toolkit calls)
+    shared_write_tokens: int = 0        # what those writes asked in the evaluation that built the knowledge
+                                        # base this one read (reused_kb): what writing it again would ask
 
     def critical_chain(self) -> int:
         """The longest run of requests that depend on each other in this evaluation (a call the

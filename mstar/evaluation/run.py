@@ -29,6 +29,7 @@ and an error no retry can fix (FatalLLMError: bad key, unknown model) propagates
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from dataclasses import asdict
@@ -46,6 +47,7 @@ from mstar.evaluation.pools import Bounded, close_later, shared_pool
 from mstar.evaluation.prestart import PRESTARTS
 from mstar.evaluation import xray
 from mstar.evaluation.calls import Calls, Toolkit
+from mstar.evaluation.knowledge_identity import relocate, with_own_constants
 from mstar.evaluation.sessions import LOAD_INFO, SessionCache, load_difference, session_key
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
@@ -74,8 +76,10 @@ def _verdict_dict(exc: SandboxError) -> dict:
 class _Program:
     """The worker and what went wrong with it as a whole, shared by the concurrent cases."""
 
-    def __init__(self, session: ProgramSession, toolkit: Toolkit, calls: Calls, serial_reads: bool = False) -> None:
+    def __init__(self, session: ProgramSession, toolkit: Toolkit, calls: Calls, serial_reads: bool = False,
+                 source: str | None = None) -> None:
         self.session = session
+        self.source = source or session.source   # the program evaluated (the session's may be another's)
         self.toolkit, self.calls = toolkit, calls
         self.fatal: dict | None = None
         self.sandbox_s = 0.0
@@ -88,10 +92,14 @@ class _Program:
         try:
             return fn(*args)
         except SandboxError as exc:
+            line = getattr(exc.verdict, "line", None)
+            if line and self.source != self.session.source:   # a shared knowledge base: its builder's lines
+                exc = SandboxError(dataclasses.replace(exc.verdict, line=relocate(line, self.session.source,
+                                                                                   self.source)), exc.logs)
             if not self.session.alive():
                 with self._lock:
                     self.fatal = self.fatal or _verdict_dict(exc)
-            raise
+            raise exc
         finally:
             with self._lock:
                 self.sandbox_s += time.perf_counter() - t0
@@ -141,9 +149,9 @@ def evaluate(
                 msgs = agent.formulation_messages(hint, queries)
                 asked = (msgs, [llm_pool.submit(calls.text, "task", m) for m in msgs])
             kept = sessions.lease_when_built(key)
-        if kept is not None:
-            program, info, writes = (_Program(kept.session, kept.toolkit, calls, read_changes_state(source)),
-                                     kept.info, kept.writes)
+        if kept is not None:   # perhaps built by a program of the same knowledge identity: its prompts are ours
+            program, info, writes = (_Program(kept.session, kept.toolkit, calls, read_changes_state(source), source),
+                                     with_own_constants(kept.info, source), kept.writes)
         else:
             toolkit = Toolkit(calls)
             llm = llm_scope.bind_fallback(toolkit)
@@ -210,7 +218,8 @@ def evaluate(
                 writes, settle = ingest(program, episodes, extract, info, progress, early=early)
                 check_ingestion(writes, outage_threshold)   # an outage costs no reads
                 if sessions is not None and sessions.coming(key) and not any(w.ingest_error for w in writes):
-                    shared = sessions.share(key, program.session, info, writes, program.toolkit)   # a guess waits for it
+                    shared = sessions.share(key, program.session, info, writes, program.toolkit,   # a guess waits for it
+                                            calls.write_tokens)
             case_futs = [case_pool.submit(_case, program, calls, q, m, f, info, metric)
                          for q, m, f in zip(queries, q_msgs, q_futs)]
             finished = iter(range(1, len(case_futs) + 1))   # next() is atomic under the GIL
@@ -230,7 +239,10 @@ def evaluate(
             pool.join()
     # A knowledge base that misses an episode (its ingestion failed) is not kept for reuse.
     keep = program.fatal is None and kept is None and shared is None and not any(w.ingest_error for w in writes)
-    _done_with(program.session, kept or shared, sessions, key, info, writes, keep=keep, toolkit=program.toolkit)
+    if shared is not None:   # the early writes' extractions, settled since it was shared
+        shared.write_tokens = calls.write_tokens
+    _done_with(program.session, kept or shared, sessions, key, info, writes, keep=keep, toolkit=program.toolkit,
+               write_tokens=calls.write_tokens)
     if calls.failed >= OUTAGE_MIN_FAILED and calls.failed / calls.total > outage_threshold:
         raise EndpointOutage(f"{calls.failed} of {calls.total} LLM calls of this evaluation failed after "
                              f"their retries; last error: {calls.last}")
@@ -242,6 +254,7 @@ def evaluate(
     result.load_warnings = [w for w in info.warnings if w.startswith("contract:")]
     result.chain_calls = result.critical_chain()
     result.question_tokens, result.write_tokens = calls.question_tokens, calls.write_tokens
+    result.shared_write_tokens = kept.write_tokens if kept is not None else 0
     return result
 
 
@@ -269,11 +282,11 @@ def prestart(source: str, sandbox: SandboxConfig, embed="current") -> object | N
     return token
 
 
-def _done_with(session, kept, sessions, key, info, writes, *, keep: bool, toolkit=None) -> None:
+def _done_with(session, kept, sessions, key, info, writes, *, keep: bool, toolkit=None, write_tokens: int = 0) -> None:
     if kept is not None:
         sessions.release(kept)
     elif keep and sessions is not None:
-        sessions.put(key, session, info, writes, toolkit)
+        sessions.put(key, session, info, writes, toolkit, write_tokens)
     else:
         close_later(session)   # its kill, reap and cleanup need not hold up the result
 

@@ -18,9 +18,14 @@ copy beside it in a second worker -- the same writes on the same 2 cores at the 
 the memory of one more worker. The building evaluation shares it once its writes are done
 (`share`: kept, and leased by that evaluation while it reads), not at its end.
 
+The key is the program's knowledge identity (mstar/evaluation/knowledge_identity.py), not its
+text: a child that changed only the prompts the engine builds reads its parent's knowledge base,
+with its own prompts (`with_own_constants`).
+
 Caveat, also in the README: a program whose read() changes its knowledge base sees, in a
-reused session, the changes the earlier evaluation's reads made. Programs whose reads only read
-(the contract's intent) cannot tell the difference.
+reused session, the changes the earlier evaluation's reads made (only its own: such a program
+never shares another's). Programs whose reads only read (the contract's intent) cannot tell
+the difference.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from mstar.evaluation.knowledge_identity import knowledge_identity
 from mstar.evaluation.pools import close_later, drain_closes
 from sandbox.engine.session import LoadInfo, ProgramSession
 
@@ -39,8 +45,10 @@ BUILD_WAIT_S = 120.0   # the longest a guess waits for the knowledge base its pr
 
 
 def session_key(source: str, episode_ids: Sequence[str]) -> str:
-    """Same program text over the same episodes (in order) = the same knowledge base."""
-    h = hashlib.sha256(source.encode("utf-8", "surrogatepass"))
+    """The same knowledge base: programs of one knowledge identity (the same text, or texts that
+    differ only in what the task agent is told: mstar.evaluation.knowledge_identity) over the same
+    episodes (in order). A lease's LoadInfo is the builder's: `with_own_constants` it for another."""
+    h = hashlib.sha256(knowledge_identity(source).encode("ascii"))
     h.update("\x00".join(episode_ids).encode("utf-8", "surrogatepass"))
     return h.hexdigest()
 
@@ -51,6 +59,7 @@ class KeptSession:
     info: LoadInfo
     writes: list                          # the WriteRecords of its ingestion
     toolkit: object = None                # the toolkit LLM the session was started with
+    write_tokens: int = 0                 # what its writes asked (EvalResult.shared_write_tokens of a reader)
     leases: int = 0
     evicted: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -81,19 +90,26 @@ class SessionCache:
             self.hits += 1
             return kept
 
+    def holds(self, key: str) -> bool:
+        """Whether a live knowledge base is kept for `key` (an evaluation with this key would only read)."""
+        with self._lock:
+            kept = self._kept.get(key)
+            return kept is not None and kept.session.alive()
+
     def release(self, kept: KeptSession) -> None:
         with self._lock:
             kept.leases -= 1
             self._close_if_idle(kept)
 
-    def put(self, key: str, session: ProgramSession, info: LoadInfo, writes: list, toolkit=None) -> bool:
+    def put(self, key: str, session: ProgramSession, info: LoadInfo, writes: list, toolkit=None,
+            write_tokens: int = 0) -> bool:
         """Keep a freshly ingested session (the cache owns it from now on). False -- and the
         session closed -- when nothing is kept or another one with this key is kept already."""
         with self._lock:
             if self.keep == 0 or key in self._kept or not session.alive():
                 close_later(session)
                 return False
-            self._kept[key] = KeptSession(session, info, writes, toolkit)
+            self._kept[key] = KeptSession(session, info, writes, toolkit, write_tokens)
             self._trim()
             return True
 
@@ -125,14 +141,15 @@ class SessionCache:
             event.wait(BUILD_WAIT_S)
         return self.lease(key)
 
-    def share(self, key: str, session: ProgramSession, info: LoadInfo, writes: list, toolkit=None) -> KeptSession | None:
+    def share(self, key: str, session: ProgramSession, info: LoadInfo, writes: list, toolkit=None,
+              write_tokens: int = 0) -> KeptSession | None:
         """Keep a knowledge base whose evaluation still reads from it: leased by that evaluation
         (it calls `release` when done); None when it is not kept (`put`'s conditions). Either way
         its waiters go on."""
         with self._lock:
             kept = None
             if self.keep and key not in self._kept and session.alive():
-                kept = self._kept[key] = KeptSession(session, info, writes, toolkit, leases=1)
+                kept = self._kept[key] = KeptSession(session, info, writes, toolkit, write_tokens, leases=1)
                 self._trim()
         self.built(key)
         return kept

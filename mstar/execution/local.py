@@ -49,7 +49,11 @@ class LocalExecutor:
 
     def prestart(self, source: str) -> object | None:
         """Start `source`'s worker for its coming static evaluation (mstar.evaluation.prestart);
-        the knowledge base it will build is announced, so that a guess waits for it."""
+        the knowledge base it will build is announced, so that a guess waits for it. None when one
+        is kept already -- e.g. the parent's, for a child that changed only its prompts
+        (mstar.evaluation.knowledge_identity): the evaluation will read from it, not start a worker."""
+        if self.sessions.holds(self._key(source)):
+            return None
         token = prestart(source, self.cfg.sandbox)
         if token is not None:
             self._expected[token] = self._key(source)

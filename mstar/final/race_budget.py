@@ -46,19 +46,24 @@ def questions_asked(events: list, static_size: int) -> int:
 
 def tokens_asked(events: list) -> int:
     """The tokens the seeds and iterations of these lineage events asked, sent or cached, less
-    what writing a parent's knowledge base again cost."""
+    what writing a parent's knowledge base again cost, and with what writing a child's cost when
+    it read a knowledge base another program of its knowledge identity built (`shared_write_tokens`:
+    whether one was kept depends on the process, mstar/evaluation/knowledge_identity.py)."""
     n = 0
     for ev in events:
         if isinstance(ev, (ev_types.SeedEvent, ev_types.IterationEvent)):
             llm = ev.llm or {}
-            n += sum(int(llm.get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "saved_tokens")) \
-                - int(llm.get("rewrite_tokens", 0))
+            n += sum(int(llm.get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "saved_tokens",
+                                                  "shared_write_tokens")) - int(llm.get("rewrite_tokens", 0))
     return n
 
 
 def write_cost(static) -> float:
-    """Tokens writing the program's knowledge base asked in its static evaluation (0: not counted)."""
-    return float(getattr(static, "write_tokens", 0) or 0) if static is not None else 0.0
+    """Tokens writing the program's knowledge base asked in its static evaluation, or in the one
+    that built the knowledge base it read (0: not counted)."""
+    if static is None:
+        return 0.0
+    return float((getattr(static, "write_tokens", 0) or 0) + (getattr(static, "shared_write_tokens", 0) or 0))
 
 
 def question_cost(static) -> float | None:
@@ -198,3 +203,11 @@ class RaceBudget:
         if self.unit == "tokens":
             out["writes"] = rnd(self.write_used)
         return out
+
+
+def with_shared_writes(llm: dict, res) -> dict:
+    """A seed's or iteration's `llm` spend plus what the writes of its static evaluation would have
+    asked when it read a shared knowledge base (EvalResult.shared_write_tokens; see tokens_asked)."""
+    if not getattr(res, "shared_write_tokens", 0):
+        return llm
+    return {**llm, "shared_write_tokens": int(llm.get("shared_write_tokens", 0)) + res.shared_write_tokens}

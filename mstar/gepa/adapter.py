@@ -58,7 +58,7 @@ class SharedKnowledgeBases(SessionCache):
         if kept is None or constant is None:
             return kept
         info = dataclasses.replace(kept.info, constants={**kept.info.constants, COMPONENT: constant})
-        view = KeptSession(kept.session, info, kept.writes, kept.toolkit)
+        view = KeptSession(kept.session, info, kept.writes, kept.toolkit, kept.write_tokens)
         with self._views_lock:
             self._views[id(view)] = kept
         return view
@@ -68,9 +68,9 @@ class SharedKnowledgeBases(SessionCache):
             original = self._views.pop(id(kept), kept)
         super().release(original)
 
-    def put(self, key: str, session, info, writes: list, toolkit=None) -> bool:
+    def put(self, key: str, session, info, writes: list, toolkit=None, write_tokens: int = 0) -> bool:
         canonical, _ = self._alias.get(key, (key, None))
-        return super().put(canonical, session, info, writes, toolkit)
+        return super().put(canonical, session, info, writes, toolkit, write_tokens)
 
 
 class MemoryProgramAdapter:
