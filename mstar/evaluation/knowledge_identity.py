@@ -30,7 +30,6 @@ that does not parse. Either way its identity is its text, as before.
 from __future__ import annotations
 
 import ast
-import copy
 import dataclasses
 import functools
 import hashlib
@@ -119,25 +118,20 @@ def _without_literals(tree: ast.Module) -> _Layout:
             free.discard(name)   # the loader refuses a non-str constant: the program's own load says so
         else:
             values[name] = last
-    parts, spans, previous, skipped = [], [], None, False
+    parts, spans, previous_end, skipped = [], [], None, False
     for stmt in tree.body:
         if _literal_binding(stmt)[0] in free:
             skipped = True
             continue
-        if previous is not None and not skipped:   # nothing left out between: the gap stays
-            parts.append(f"gap {stmt.lineno - previous.end_lineno}")
-        parts.append(_relative_dump(stmt))
-        spans.append((stmt.lineno, stmt.end_lineno))
-        previous, skipped = stmt, False
+        start, end = stmt.lineno, stmt.end_lineno
+        if previous_end is not None and not skipped:   # nothing left out between: the gap stays
+            parts.append(f"gap {start - previous_end}")
+        ast.increment_lineno(stmt, 1 - start)   # counted from its own first line (the tree is this call's)
+        with AST_LOCK:
+            parts.append(ast.dump(stmt, include_attributes=True))
+        spans.append((start, end))
+        previous_end, skipped = end, False
     return _Layout("\n".join(parts), tuple(sorted(values.items())), tuple(spans))
-
-
-def _relative_dump(stmt: ast.stmt) -> str:
-    """The statement as parsed, its line numbers counted from its own first line."""
-    moved = copy.deepcopy(stmt)
-    ast.increment_lineno(moved, 1 - stmt.lineno)
-    with AST_LOCK:
-        return ast.dump(moved, include_attributes=True)
 
 
 def _literal_binding(stmt: ast.stmt) -> tuple[str | None, object]:
