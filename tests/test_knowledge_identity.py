@@ -20,6 +20,15 @@ ANSWER = 'INSTRUCTION_RESPONSE = "Answer in at most three words."'
 ANSWER_LINE = next(line for line in VECTOR.splitlines() if line.startswith("INSTRUCTION_RESPONSE = "))
 
 
+def _setting(n_queries: int):
+    """The sample task's episodes, its first validation queries, and evaluate()'s other arguments
+    (the offline models, no response cache, hashing embeddings in the worker)."""
+    task = load_task("sample", size=0.3)
+    router = LLMRouter.from_config(LLMConfig(cache_dir=None))
+    kw = dict(metric=task.score, router=router, sandbox=SandboxConfig(), embed=None)
+    return list(task.episodes), list(task.validation[:n_queries]), kw
+
+
 def _set(source: str, name: str, value: str) -> str:
     """`source` with the one-line literal assignment of `name` replaced."""
     lines = source.splitlines()
@@ -81,11 +90,8 @@ def test_a_text_that_does_not_parse_is_its_own_identity():
 
 
 def test_a_child_that_changed_only_its_answer_prompt_reads_the_parent_s_knowledge_base_with_its_own_prompt():
-    task = load_task("sample", size=0.3)
-    episodes, queries = list(task.episodes), list(task.validation[:6])
-    router = LLMRouter.from_config(LLMConfig(cache_dir=None))
+    episodes, queries, kw = _setting(6)
     child = _set(VECTOR, "INSTRUCTION_RESPONSE", "Answer in at most three words.")
-    kw = dict(metric=task.score, router=router, sandbox=SandboxConfig(), embed=None)
     sessions = SessionCache(keep=4)
     try:
         parent = evaluate(VECTOR, episodes, queries, sessions=sessions, **kw)
@@ -104,10 +110,7 @@ def test_a_child_that_changed_only_its_answer_prompt_reads_the_parent_s_knowledg
 
 
 def test_a_child_with_new_code_writes_a_knowledge_base_of_its_own():
-    task = load_task("sample", size=0.3)
-    episodes, queries = list(task.episodes), list(task.validation[:2])
-    router = LLMRouter.from_config(LLMConfig(cache_dir=None))
-    kw = dict(metric=task.score, router=router, sandbox=SandboxConfig(), embed=None)
+    episodes, queries, kw = _setting(2)
     sessions = SessionCache(keep=4)
     try:
         evaluate(SEED_A, episodes, queries, sessions=sessions, **kw)
@@ -151,10 +154,7 @@ def test_an_error_in_a_read_on_the_parent_s_knowledge_base_names_the_child_s_own
                            'INSTRUCTION_RESPONSE = (\n    "Answer"\n    " in one word."\n)')
     assert raises != SEED_A and child != raises
     line = next(i for i, text in enumerate(child.splitlines(), 1) if "cannot be read" in text)
-    task = load_task("sample", size=0.3)
-    episodes, queries = list(task.episodes), list(task.validation[:2])
-    router = LLMRouter.from_config(LLMConfig(cache_dir=None))
-    kw = dict(metric=task.score, router=router, sandbox=SandboxConfig(), embed=None)
+    episodes, queries, kw = _setting(2)
     sessions = SessionCache(keep=4)
     try:
         evaluate(raises, episodes, queries, sessions=sessions, **kw)
