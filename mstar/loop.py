@@ -391,4 +391,3 @@ def runtime_failure(res: EvalResult) -> str | None:
 def _endpoint_reason(exc: BaseException, where: str) -> str:
     kind = "rejected the requests" if isinstance(exc, FatalLLMError) else "failed"
     return f"the LLM endpoint {kind} during {where}: {exc}"
-
