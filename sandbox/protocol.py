@@ -5,8 +5,9 @@ Frames travel on a dedicated pipe pair, never on stdout/stderr, so nothing a pro
 mistaken for a result. The engine treats every frame from a worker as hostile input: size-capped,
 parsed defensively, and checked field by field by its reader (engine/session.py).
 
-Ops, engine -> worker: {"op": "load", ...}, {"op": "write", ...}, {"op": "read", ...},
-{"op": "llm_reply", ...}. Worker -> engine: {"op": "ready", ...}, {"op": "stage", ...},
+Ops, engine -> worker: {"op": "load", ...}, {"op": "write", ...}, {"op": "read", ...} (with
+"reader": N, the read() of another program's text that "reader" compiled: engine/session.py),
+{"op": "reader", ...}, {"op": "llm_reply", ...}. Worker -> engine: {"op": "ready", ...}, {"op": "stage", ...},
 {"op": "llm", ...}, {"op": "result", ...}.
 """
 from __future__ import annotations

@@ -309,10 +309,10 @@ def test_the_servers_preload_leaves_nothing_for_a_forked_worker_to_import():
         before = set(sys.modules)
         import chromadb
         from sandbox.worker.embedding import HashingEmbeddingFunction
-        from sandbox.worker.toolkit_chroma import make_chroma
+        from sandbox.worker.toolkit_chroma import make_chroma, warm_up
         from sandbox.worker.toolkit_db import make_database
         chroma = make_chroma(chromadb.EphemeralClient(worker._SERVER_SETTINGS), HashingEmbeddingFunction())
-        worker._warm_up(chroma)  # every collection method, with where / where_document / include
+        warm_up(chroma)  # every collection method, with where / where_document / include
         db = make_database(OpClock())
         db.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
         db.executemany("INSERT INTO t VALUES (?, ?)", [("a", 1), ("b", 2)])

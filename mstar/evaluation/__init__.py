@@ -12,7 +12,8 @@
                   matcher and its threshold, a pure function of texts
     xray.py       each case's attribution in an evaluation, and the program's sums (recall, precision)
     knowledge_identity.py  which programs build the same knowledge base: a child that changed only
-                  the prompts the engine builds reads its parent's, with its own prompts
+                  the prompts the engine builds, or read() too, reads its parent's, with its own
+                  prompts (and its own read(), run in the parent's worker)
     sessions.py   SessionCache: ingested knowledge bases kept alive for the next evaluation; LOAD_INFO,
                   what loading a program told the engine, and load_difference between two loads
     pools.py      the threads every evaluation shares; finished workers closed in the background

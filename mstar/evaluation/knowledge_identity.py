@@ -26,6 +26,16 @@ text, so the reflector reads the line it would have read from the child's own wo
 A program whose read() may change its state (mstar.evaluation.read_state) never shares: its
 reads on a parent's knowledge base would see what the parent's reads changed. Nor does a text
 that does not parse. Either way its identity is its text, as before.
+
+A child whose patch changed read() too builds the same knowledge base: its `writer_identity` is
+the knowledge identity with the body of KnowledgeBase.read left out. It may then run its own
+read() in the parent's worker (sandbox.worker.loader.load_reader: compiled there, bound to the
+parent's module), which asks more of the text: the class is the module's last statement kept, so
+no code but read() moves with read()'s length; read() is the class's last statement, plain (no
+decorator, no default, no other binding of the name), and uses no super() or __class__; and
+every constant read() names is the parent's too (it runs with the parent's module as its
+globals). The worker moves read()'s lines by `reader_line_shift`, so that `relocate` (open-ended
+for the last statement) gives every line an error names there as the child's own worker would.
 """
 from __future__ import annotations
 
@@ -56,6 +66,16 @@ def knowledge_identity(source: str) -> str:
     return h.hexdigest()
 
 
+def writer_identity(source: str) -> str:
+    """A digest that two programs share when they build the same knowledge base, however they read
+    it: their knowledge identity with KnowledgeBase.read left out, where the worker that built one
+    can run the other's read() in its place (`_reader_layout`); else the knowledge identity."""
+    layout = _reader_layout(source)
+    if layout is None:
+        return knowledge_identity(source)
+    return hashlib.sha256(b"writer\x00" + layout.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def own_constants(source: str) -> dict[str, str]:
     """The contract constants left out of `source`'s identity, with the values its text gives them."""
     layout = _layout(source)
@@ -79,10 +99,19 @@ def relocate(line: int, built_by: str, source: str) -> int:
     a, b = _layout(built_by), _layout(source)
     if a is None or b is None or len(a.spans) != len(b.spans):
         return line
-    for (start, end), (start_b, _) in zip(a.spans, b.spans):
-        if start <= line <= end:
+    for i, ((start, end), (start_b, _)) in enumerate(zip(a.spans, b.spans)):
+        # The last statement kept is open-ended: a read() run in place of the builder's may be longer.
+        if start <= line <= end or (i == len(a.spans) - 1 and line > end):
             return line + start_b - start
     return line
+
+
+def reader_line_shift(built_by: str, source: str) -> int:
+    """How many lines `source`'s KnowledgeBase class starts above `built_by`'s: what the worker adds to
+    the lines of `source`'s read() when it runs it on `built_by`'s knowledge base, so that every line
+    an error names there is one of `built_by`'s and `relocate` maps it back to `source`."""
+    a, b = _layout(built_by), _layout(source)
+    return a.spans[-1][0] - b.spans[-1][0] if a is not None and b is not None else 0
 
 
 class _Layout(NamedTuple):
@@ -102,13 +131,64 @@ def _layout(source: str) -> _Layout | None:
         return None
 
 
-def _without_literals(tree: ast.Module) -> _Layout:
+@functools.lru_cache(maxsize=256)
+def _reader_layout(source: str) -> str | None:
+    """`source`'s layout with the body of KnowledgeBase.read left out, or None when another
+    program's worker could not run this read() in place of its own (module docstring): the class
+    must be the last statement kept (so that no code moves with read()'s length) and end with a plain
+    `def read`, and read() may use nothing but the module's names (no super(), no __class__)."""
+    if _layout(source) is None:
+        return None
+    with AST_LOCK:
+        tree = ast.parse(source)
+    mentions = _mentions(tree)   # read()'s names too: a constant it uses is the builder's, so must agree
+    cls = _reader_class(tree)
+    if cls is None:
+        return None
+    read = cls.body[-1]
+    cls.body[-1] = ast.Pass(lineno=read.lineno, col_offset=read.col_offset,
+                            end_lineno=read.lineno, end_col_offset=read.col_offset)
+    cls.end_lineno, cls.end_col_offset = read.lineno, read.col_offset
+    start = cls.lineno   # before _without_literals counts each statement's lines from its own start
+    layout = _without_literals(tree, mentions)
+    if layout.spans[-1][0] != start:   # code after the class would move with read()'s length
+        return None
+    return layout.identity
+
+
+def _reader_class(tree: ast.Module) -> ast.ClassDef | None:
+    """The module's one KnowledgeBase class when its read() can be swapped (`_reader_layout`)."""
+    bound = [s for s in tree.body if _binds(s, "KnowledgeBase")]
+    if len(bound) != 1 or not isinstance(bound[0], ast.ClassDef) or bound[0].decorator_list:
+        return None
+    cls = bound[0]
+    read = cls.body[-1]
+    if not isinstance(read, ast.FunctionDef) or read.name != "read" or read.decorator_list \
+            or read.args.defaults or any(d is not None for d in read.args.kw_defaults):
+        return None
+    if any(_binds(s, "read") for s in cls.body[:-1]):
+        return None
+    if any(isinstance(n, ast.Name) and n.id in ("super", "__class__") for n in ast.walk(read)):
+        return None
+    return cls
+
+
+def _binds(stmt: ast.stmt, name: str) -> bool:
+    """Whether a statement of a module or class body binds `name` there, or might (a `global`)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return stmt.name == name or any(isinstance(n, ast.Global) and name in n.names for n in ast.walk(stmt))
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name).split(".")[0] == name for a in stmt.names)
+    return any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(stmt))
+
+
+def _without_literals(tree: ast.Module, mentions=None) -> _Layout:
     literal: dict[str, list[ast.stmt]] = {}
     for stmt in tree.body:
         name, value = _literal_binding(stmt)
         if name is not None:
             literal.setdefault(name, []).append(stmt)
-    names, strings, bound = _mentions(tree)
+    names, strings, bound = mentions or _mentions(tree)
     free = {n for n, stmts in literal.items()
             if n != WRITE_SIDE and names.get(n, 0) == len(stmts) and n not in strings and n not in bound}
     values: dict[str, str] = {}

@@ -82,10 +82,14 @@ class _Program:
         self.source = source or session.source   # the program evaluated (the session's may be another's)
         self.toolkit, self.calls = toolkit, calls
         self.fatal: dict | None = None
+        self.reader: int | None = None   # the program's own read() in another's worker (SessionCache.fit)
         self.sandbox_s = 0.0
         self._lock = threading.Lock()
         # A read() that changes the program's state runs alone (mstar.evaluation.read_state).
         self.read_turn = threading.Lock() if serial_reads else contextlib.nullcontext()
+
+    def read(self, query: dict):
+        return self.session.read(query, self.reader)
 
     def op(self, fn, *args):
         t0 = time.perf_counter()
@@ -149,9 +153,11 @@ def evaluate(
                 msgs = agent.formulation_messages(hint, queries)
                 asked = (msgs, [llm_pool.submit(calls.text, "task", m) for m in msgs])
             kept = sessions.lease_when_built(key)
-        if kept is not None:   # perhaps built by a program of the same knowledge identity: its prompts are ours
+        kept, reader = sessions.fit(kept, source) if kept is not None else (None, None)
+        if kept is not None:   # perhaps built by a program of the same writer identity: its prompts are ours
             program, info, writes = (_Program(kept.session, kept.toolkit, calls, read_changes_state(source), source),
                                      with_own_constants(kept.info, source), kept.writes)
+            program.reader = reader
         else:
             toolkit = Toolkit(calls)
             llm = llm_scope.bind_fallback(toolkit)
@@ -310,7 +316,7 @@ def _case(program: _Program, calls: Calls, q: QueryItem, q_msgs: list[dict], q_f
     failures = program.toolkit.watch(calls)
     try:
         with program.read_turn:
-            res = program.op(program.session.read, qd)
+            res = program.op(program.read, qd)
         case.retrieved, case.debug_logs, case.toolkit_calls = res.output or "", res.logs, res.llm_calls
         case.read_cpu_s = round(res.cpu_s, 6)
     except SandboxError as exc:

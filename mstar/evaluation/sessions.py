@@ -18,9 +18,11 @@ copy beside it in a second worker -- the same writes on the same 2 cores at the 
 the memory of one more worker. The building evaluation shares it once its writes are done
 (`share`: kept, and leased by that evaluation while it reads), not at its end.
 
-The key is the program's knowledge identity (mstar/evaluation/knowledge_identity.py), not its
-text: a child that changed only the prompts the engine builds reads its parent's knowledge base,
-with its own prompts (`with_own_constants`).
+The key is the program's writer identity (mstar/evaluation/knowledge_identity.py), not its text:
+a child that changed only the prompts the engine builds reads its parent's knowledge base, with
+its own prompts (`with_own_constants`); one that changed read() too runs its own read() in the
+parent's worker (`fit`: ProgramSession.reader), the first time alone -- a read() that worker has
+not run before may kill it, and no other program's evaluation may fail with it.
 
 Caveat, also in the README: a program whose read() changes its knowledge base sees, in a
 reused session, the changes the earlier evaluation's reads made (only its own: such a program
@@ -36,19 +38,20 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from mstar.evaluation.knowledge_identity import knowledge_identity
+from mstar.evaluation.knowledge_identity import knowledge_identity, reader_line_shift, writer_identity
 from mstar.evaluation.pools import close_later, drain_closes
-from sandbox.engine.session import LoadInfo, ProgramSession
+from sandbox.engine.session import LoadInfo, ProgramSession, SandboxError
 
 DEFAULT_KEEP = 8
 BUILD_WAIT_S = 120.0   # the longest a guess waits for the knowledge base its program's evaluation builds
 
 
 def session_key(source: str, episode_ids: Sequence[str]) -> str:
-    """The same knowledge base: programs of one knowledge identity (the same text, or texts that
-    differ only in what the task agent is told: mstar.evaluation.knowledge_identity) over the same
-    episodes (in order). A lease's LoadInfo is the builder's: `with_own_constants` it for another."""
-    h = hashlib.sha256(knowledge_identity(source).encode("ascii"))
+    """The same knowledge base: programs of one writer identity (the same text, or texts that differ
+    only in what the task agent is told or in read(): mstar.evaluation.knowledge_identity) over the
+    same episodes (in order). A lease's LoadInfo is the builder's: `with_own_constants` it for
+    another, and `fit` the lease to its read()."""
+    h = hashlib.sha256(writer_identity(source).encode("ascii"))
     h.update("\x00".join(episode_ids).encode("utf-8", "surrogatepass"))
     return h.hexdigest()
 
@@ -61,6 +64,8 @@ class KeptSession:
     toolkit: object = None                # the toolkit LLM the session was started with
     write_tokens: int = 0                 # what its writes asked (EvalResult.shared_write_tokens of a reader)
     leases: int = 0
+    alone: bool = False                   # leased by a program running its own read() here (`fit`)
+    readers: dict = field(default_factory=dict)   # program text -> its read()'s number in the worker
     evicted: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -82,7 +87,7 @@ class SessionCache:
                 kept.evicted = True
                 self._close_if_idle(kept)
                 kept = None
-            if kept is None:
+            if kept is None or kept.alone:
                 self.misses += 1
                 return None
             self._kept.move_to_end(key)
@@ -99,7 +104,35 @@ class SessionCache:
     def release(self, kept: KeptSession) -> None:
         with self._lock:
             kept.leases -= 1
+            kept.alone = False   # only its holder had it leased
             self._close_if_idle(kept)
+
+    def fit(self, kept: KeptSession, source: str) -> tuple[KeptSession | None, int | None]:
+        """A lease made fit for `source`: (kept, None) when `source` reads as the program that built
+        it; (kept, its read()'s number) when it reads otherwise -- the first time with the worker
+        alone, and its read() made runnable there; after that like any other lease (its read() has
+        had that worker to itself once). Else (None, None), the lease released -- another
+        evaluation reads there, or the worker refused the read() -- and `source` builds a
+        knowledge base of its own."""
+        if knowledge_identity(kept.session.source) == knowledge_identity(source):
+            return kept, None
+        number = kept.readers.get(source)
+        if number is not None:
+            return kept, number
+        with self._lock:
+            alone = kept.leases == 1 and not kept.alone
+            kept.alone = kept.alone or alone
+        if alone:
+            try:
+                shift = reader_line_shift(kept.session.source, source)
+                number = kept.readers[source] = kept.session.reader(source, shift)
+                return kept, number
+            except SandboxError:
+                pass
+        self.release(kept)
+        with self._lock:
+            self.hits, self.misses = self.hits - 1, self.misses + 1
+        return None, None
 
     def put(self, key: str, session: ProgramSession, info: LoadInfo, writes: list, toolkit=None,
             write_tokens: int = 0) -> bool:

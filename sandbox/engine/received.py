@@ -14,6 +14,7 @@ prompt, a run file or a terminal:
                                      import, gate interface, the loader's own rule names)
     check_logs(lines, limits)        one op's log lines: cut to the caps, never refused
     check_str_list(value)            short lists of short strings (layer names, layer warnings)
+    read_output_problem(output, n)   what is wrong with a read's output (not a str, too long), or None
 
 A field without a description is accepted (the paper's engine treats it as optional) and named
 in `warnings`, each starting "contract:", for the reflector. Pure functions, no I/O.
@@ -205,3 +206,12 @@ def reported_cpu(value: Any, seconds: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return 0.0
     return min(max(float(value), 0.0), max(seconds, 0.0))
+
+
+def read_output_problem(output: Any, limit: int) -> Verdict | None:
+    if type(output) is not str:
+        return Verdict(False, "read", "contract", "read output not str", f"read() returned {type(output).__name__}, not str")
+    if len(output) > limit:
+        return Verdict(False, "read", "limits", "read output too long",
+                       f"read() returned {len(output)} characters; the limit is {limit}")
+    return None

@@ -32,7 +32,8 @@ from sandbox.engine.launch import Launcher, SubprocessLauncher, WorkerProcess, e
 from sandbox.engine.launchers import default_launcher, set_default_launcher
 from sandbox.engine.layers import ENGINE_LAYERS, log_layer_warnings
 from sandbox.engine.llm_proxy import serve_llm_request
-from sandbox.engine.received import check_load_reply, check_logs, check_str_list, reported_cpu
+from sandbox.engine.received import (check_load_reply, check_logs, check_str_list, read_output_problem,
+                                     reported_cpu)
 from sandbox.engine.spares import SPARES
 from sandbox.protocol import (FrameError, LoadInfo, OpResult, SandboxError, SandboxLimits, Verdict,
                               encode_frame)
@@ -68,19 +69,14 @@ class ProgramSession:
                  limits: SandboxLimits = SandboxLimits(), llm: LLMFn | None = None,
                  launcher: Launcher | None = None, embed: EmbedFn | None = None,
                  embed_label: str = "engine") -> None:
-        self.source = source
-        self.allowed_imports = list(allowed_imports)
-        self.limits = limits
-        self.llm = llm
-        self.embed = embed
-        self.embed_label = embed_label
+        self.source, self.allowed_imports, self.limits, self.llm = source, list(allowed_imports), limits, llm
+        self.embed, self.embed_label = embed, embed_label
         self._embed_dims: list[int] = []              # the vectors' dimension, once known
         self.launcher = launcher or default_launcher()
         self._worker: WorkerProcess | None = None
         self._finalizer: weakref.finalize | None = None
         self._channel: EngineChannel | None = None
-        self._tail = ""
-        self._dead_reason = ""
+        self._tail, self._dead_reason = "", ""
         self._lock = threading.Lock()                 # start() runs once
         self._ids = iter(range(1, 1 << 62))           # op ids; the start-up frame is op 0
         self._ids_lock = threading.Lock()
@@ -150,18 +146,21 @@ class ProgramSession:
             raise TypeError("write(item: dict, raw_text: str)")
         return self._op({"op": "write", "item": item, "raw_text": raw_text}, "write")
 
-    def read(self, query: dict) -> OpResult:
+    def reader(self, source: str, line_shift: int = 0) -> int:
+        """Make the read() of `source` -- this program but for read() (knowledge_identity.writer_identity
+        in mstar) -- runnable here, its lines moved by `line_shift`: its number for `read(reader=...)`."""
+        number = self._op({"op": "reader", "source": source, "line_shift": line_shift}, "reader").output
+        if type(number) is not int:   # the worker is not trusted
+            self._fail(Verdict(False, "reader", "protocol", "bad reply", f"reader number {number!r}"))
+        return number
+
+    def read(self, query: dict, reader: int | None = None) -> OpResult:
         if not isinstance(query, dict):
             raise TypeError("read(query: dict)")
-        result = self._op({"op": "read", "query": query}, "read")
-        output = result.output
-        if type(output) is not str:  # checked in the worker too; the worker is not trusted
-            self._fail(Verdict(False, "read", "contract", "read output not str",
-                               f"read() returned {type(output).__name__}, not str"), result.logs)
-        if len(output) > self.limits.read_max_chars:
-            self._fail(Verdict(False, "read", "limits", "read output too long",
-                               f"read() returned {len(output)} characters; the limit is {self.limits.read_max_chars}"),
-                       result.logs)
+        result = self._op({"op": "read", "query": query, **({} if reader is None else {"reader": reader})}, "read")
+        problem = read_output_problem(result.output, self.limits.read_max_chars)   # the worker checked it too
+        if problem is not None:
+            self._fail(problem, result.logs)
         return result
 
     def close(self) -> None:
@@ -220,7 +219,7 @@ class ProgramSession:
         logs = self._logs(reply)
         if not reply.get("ok"):
             self._fail(self._error_verdict(reply, stage, (stage,)), logs)
-        output = reply.get("output") if stage == "read" else None  # read() re-checks it
+        output = reply.get("output") if stage in ("read", "reader") else None  # the caller checks it
         seconds = time.monotonic() - t0
         return OpResult(output=output, logs=logs, llm_calls=calls, seconds=seconds, llm_refused=refused,
                         cpu_s=reported_cpu(reply.get("cpu_s"), seconds))

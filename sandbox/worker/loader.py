@@ -10,6 +10,7 @@ Every refusal is a `ProgramRejected` carrying stage ("static" | "compile" |
 same reason. `build_instance` turns the task agent's JSON into a dataclass
 instance with light, predictable coercion.
 """
+import ast
 import inspect
 import types
 from dataclasses import dataclass, field
@@ -189,6 +190,33 @@ def load_program(source: str, allowed_imports: Sequence[str], *, log: Callable[[
         module_name=ns.module_name,
         namespace=ns.globals,
     )
+
+
+def load_reader(source: str, loaded: LoadedProgram, allowed_imports: Sequence[str], *, line_shift: int = 0,
+                max_source_bytes: int = static_gate.DEFAULT_MAX_SOURCE_BYTES) -> Callable[[Any, Any], Any]:
+    """Another program's KnowledgeBase.read, to run on this worker's knowledge base in place of its
+    own: checked and compiled as `load_program` does, but nothing of it executed -- the function is
+    made from its compiled code with the loaded program's module as its globals. The engine asks
+    for it only for a program whose every other line is the loaded one's
+    (mstar/evaluation/knowledge_identity.py, writer_identity), so those globals are its own.
+    `line_shift` is added to read()'s lines: the engine maps the loaded program's lines to this text."""
+    tree = _static_checks(source, tuple(allowed_imports), max_source_bytes)
+    body = [s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == contract.KNOWLEDGE_BASE]
+    if line_shift and body and body[-1].body and body[-1].body[-1].lineno + line_shift >= 1:
+        ast.increment_lineno(body[-1].body[-1], line_shift)
+    if "__future__" in source:
+        static_gate.strip_future_imports(tree)
+    code = _compile(tree)
+    classes = _codes(code, contract.KNOWLEDGE_BASE)
+    found = _codes(classes[0], "read") if len(classes) == 1 else []
+    if len(found) != 1 or found[0].co_freevars:   # read() needing a cell (super(), __class__) is the class's
+        raise ProgramRejected("import", "contract", "no reader",
+                              "KnowledgeBase.read cannot be run on another program's knowledge base")
+    return types.FunctionType(found[0], loaded.namespace, "read")
+
+
+def _codes(code: types.CodeType, name: str) -> list[types.CodeType]:
+    return [c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == name]
 
 
 # ----------------------------------------------------------------------------------------

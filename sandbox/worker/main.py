@@ -76,6 +76,8 @@ class Worker:
         self.clock = OpClock()
         self.log = LogSink(limits.max_log_chars)
         self.loaded: Any = None
+        self.allowed_imports: list[str] = []
+        self.reader_fns: list = []   # other programs' read() (op_reader)
         self.kb: Any = None
         self.loader: Any = None
         self.loader_error = ""
@@ -114,7 +116,7 @@ class Worker:
 
         from sandbox.worker.embedding import HashingEmbeddingFunction
         from sandbox.worker.one_cpu import OneCpu
-        from sandbox.worker.toolkit_chroma import make_chroma
+        from sandbox.worker.toolkit_chroma import make_chroma, warm_up
         from sandbox.worker.toolkit_db import make_database
 
         forked = _SERVER_SETTINGS is not None
@@ -127,7 +129,7 @@ class Worker:
         self._one_cpu = OneCpu()   # finds chromadb's threads in /proc: before the scratch root hides it
         chroma = make_chroma(self._chroma_client, HashingEmbeddingFunction(), self._one_cpu.run)
         if not forked:  # a fork server imported all of it already (prepare_in_server)
-            _warm_up(chroma)
+            warm_up(chroma)
         return make_toolkit(self._db, chroma, self.log, self.ask_engine)
 
     def _engine_embeddings(self, label: str) -> None:
@@ -190,7 +192,7 @@ class Worker:
 
     def run_op(self, request: dict[str, Any], op_id: int, threaded: bool) -> None:
         op = request.get("op")
-        handler = {"load": self.op_load, "write": self.op_write, "read": self.op_read}.get(op)
+        handler = {"load": self.op_load, "write": self.op_write, "read": self.op_read, "reader": self.op_reader}.get(op)
         self.channel.enter(op_id, threaded)
         try:
             if handler is None:
@@ -251,7 +253,7 @@ class Worker:
             self.kb = loaded.kb_cls(self.toolkit)
         except BaseException as exc:  # noqa: BLE001
             return {"ok": False, "error": program_error("init", exc)}
-        self.loaded = loaded
+        self.loaded, self.allowed_imports = loaded, allowed
         return {"ok": True, "knowledge_item_schema": loaded.knowledge_item_schema,
                 "query_schema": loaded.query_schema, "constants": loaded.constants,
                 "layers": self.layers, "warnings": self.warnings}
@@ -276,6 +278,19 @@ class Worker:
             return {"ok": False, "error": program_error("write", exc)}
         return {"ok": True, "output": None}
 
+    def op_reader(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Make another program's read() runnable here (loader.load_reader); its number for op_read."""
+        if self.kb is None or not isinstance(request.get("source"), str):
+            return {"ok": False, "error": error("reader", "protocol", "not loaded", "no program loaded, or no source")}
+        try:
+            shift = request.get("line_shift") if type(request.get("line_shift")) is int else 0
+            fn = self.loader.load_reader(request["source"], self.loaded, self.allowed_imports, line_shift=shift,
+                                         max_source_bytes=self.limits.max_source_bytes)
+        except self.loader.ProgramRejected as rej:
+            return {"ok": False, "error": error("reader", rej.gate, rej.rule, str(rej.message), rej.line)}
+        self.reader_fns.append(fn)
+        return {"ok": True, "output": len(self.reader_fns) - 1}
+
     def op_read(self, request: dict[str, Any]) -> dict[str, Any]:
         if self.kb is None:
             return {"ok": False, "error": error("read", "protocol", "not loaded", "no program loaded")}
@@ -283,8 +298,9 @@ class Worker:
                                         self.loaded.query_schema)
         if failure:
             return {"ok": False, "error": failure}
+        reader = request.get("reader")   # another program's read() (op_reader), else the program's own
         try:
-            output = self.kb.read(query)
+            output = self.kb.read(query) if reader is None else self.reader_fns[reader](self.kb, query)
         except BaseException as exc:  # noqa: BLE001
             return {"ok": False, "error": program_error("read", exc)}
         if type(output) is not str:
@@ -303,29 +319,12 @@ _SERVER_SETTINGS: Any = None
 
 def prepare_in_server() -> None:
     """Called by the fork server after its imports: what every forked worker would otherwise redo.
-    A worker forked after this skips `_warm_up` (~45 ms of the ~90 ms to a ready worker): the server
+    A worker forked after this skips `warm_up` (~45 ms of the ~90 ms to a ready worker): the server
     imported all it pulls in (tests/test_sandbox_forkserver.py: no collection method imports more)."""
     global _SERVER_SETTINGS
     from chromadb.config import Settings
 
     _SERVER_SETTINGS = Settings(anonymized_telemetry=False, allow_reset=False)
-
-
-def _warm_up(chroma: Any) -> None:
-    """Every collection method once: chromadb's lazy imports happen before the uid drop."""
-    col = chroma.get_or_create_collection("mstar_warm_up", metadata={"hnsw:space": "cosine"})
-    col.add(ids=["a", "b"], documents=["warm up", "second"], metadatas=[{"k": 1}, {"k": 2}])
-    col.upsert(ids=["c"], documents=["third"], metadatas=[{"k": 3}])
-    col.update(ids=["a"], documents=["warm up again"])
-    col.query(query_texts=["warm"], n_results=2, where={"k": {"$gte": 1}},
-              where_document={"$contains": "warm"}, include=["documents", "distances", "metadatas", "embeddings"])
-    col.get(where={"k": 2}, limit=1, offset=0)
-    col.peek(1)
-    col.count()
-    col.delete(ids=["a"])
-    col.delete(where={"k": 2})
-    chroma.list_collections()
-    chroma.delete_collection("mstar_warm_up")
 
 
 def _cgroup_joiner(memory_mb: int) -> pidns.KeeperTask:

@@ -192,6 +192,23 @@ def make_chroma(client: Any, embedding_function: Any,
     return Chroma()
 
 
+def warm_up(chroma: Any) -> None:
+    """Every collection method once: chromadb's lazy imports happen before the uid drop."""
+    col = chroma.get_or_create_collection("mstar_warm_up", metadata={"hnsw:space": "cosine"})
+    col.add(ids=["a", "b"], documents=["warm up", "second"], metadatas=[{"k": 1}, {"k": 2}])
+    col.upsert(ids=["c"], documents=["third"], metadatas=[{"k": 3}])
+    col.update(ids=["a"], documents=["warm up again"])
+    col.query(query_texts=["warm"], n_results=2, where={"k": {"$gte": 1}},
+              where_document={"$contains": "warm"}, include=["documents", "distances", "metadatas", "embeddings"])
+    col.get(where={"k": 2}, limit=1, offset=0)
+    col.peek(1)
+    col.count()
+    col.delete(ids=["a"])
+    col.delete(where={"k": 2})
+    chroma.list_collections()
+    chroma.delete_collection("mstar_warm_up")
+
+
 def _one_at_a_time(args: dict[str, Any]) -> list[dict[str, Any]]:
     """A batch of records as one-record calls. chromadb builds a different HNSW index from the
     same batch from run to run -- hence what a query returns differs (measured: 3,000 records
