@@ -128,3 +128,44 @@ def test_the_worker_refuses_a_read_it_cannot_run_as_the_program_s_own_and_goes_o
         assert session.alive()
     finally:
         session.close()
+
+
+class _Worker:
+    """A kept worker as SessionCache.fit sees it: the builder's text, and the reader op."""
+    source = VECTOR
+
+    def __init__(self):
+        self.asked = []
+
+    def alive(self):
+        return True
+
+    def reader(self, source, line_shift):
+        self.asked.append(source)
+        return 7
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("writing_took, freed_after, shares", [(5.0, 0.2, True), (0.2, None, False)])
+def test_a_new_read_waits_for_the_other_leases_at_most_as_long_as_writing_took(writing_took, freed_after, shares):
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    sessions, worker = SessionCache(keep=2), _Worker()
+    assert sessions.put("k", worker, None, [SimpleNamespace(seconds=writing_took / 2)] * 2)
+    other, mine = sessions.lease("k"), sessions.lease("k")
+    if freed_after is not None:
+        threading.Timer(freed_after, sessions.release, (other,)).start()
+    t0 = time.monotonic()
+    fitted, number = sessions.fit(mine, FEWER)
+    waited = time.monotonic() - t0
+    if shares:
+        assert fitted is mine and number == 7 and worker.asked == [FEWER] and waited < writing_took
+        assert sessions.lease("k") is None                    # its first evaluation has the worker alone
+        sessions.release(mine)
+        assert sessions.lease("k") is mine and sessions.fit(mine, FEWER) == (mine, 7)   # then shared as any
+    else:
+        assert fitted is None and number is None and worker.asked == [] and waited >= writing_took - 0.05

@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -74,7 +75,7 @@ class SessionCache:
     def __init__(self, keep: int = DEFAULT_KEEP) -> None:
         self.keep = max(0, keep)
         self._kept: OrderedDict[str, KeptSession] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()   # notified when a lease ends (`fit` may wait for one)
         self._coming: dict[str, threading.Event] = {}   # knowledge bases being built, by key
         self.hits = self.misses = 0
 
@@ -106,20 +107,25 @@ class SessionCache:
             kept.leases -= 1
             kept.alone = False   # only its holder had it leased
             self._close_if_idle(kept)
+            self._lock.notify_all()
 
     def fit(self, kept: KeptSession, source: str) -> tuple[KeptSession | None, int | None]:
         """A lease made fit for `source`: (kept, None) when `source` reads as the program that built
         it; (kept, its read()'s number) when it reads otherwise -- the first time with the worker
         alone, and its read() made runnable there; after that like any other lease (its read() has
         had that worker to itself once). Else (None, None), the lease released -- another
-        evaluation reads there, or the worker refused the read() -- and `source` builds a
-        knowledge base of its own."""
+        evaluation still reads there after as long as writing the knowledge base took, or the
+        worker refused the read() -- and `source` builds a knowledge base of its own."""
         if knowledge_identity(kept.session.source) == knowledge_identity(source):
             return kept, None
         number = kept.readers.get(source)
         if number is not None:
             return kept, number
+        # Waiting for the other leases to end is worth at most what writing it again would take.
+        deadline = time.monotonic() + sum(getattr(w, "seconds", 0.0) for w in kept.writes)
         with self._lock:
+            while (kept.leases > 1 or kept.alone) and time.monotonic() < deadline:
+                self._lock.wait(deadline - time.monotonic())
             alone = kept.leases == 1 and not kept.alone
             kept.alone = kept.alone or alone
         if alone:
