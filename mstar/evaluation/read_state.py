@@ -20,6 +20,9 @@ changes state gets its reads run one at a time; this module decides which.
   - `global` / `nonlocal`, or anything that cannot be parsed.
 A change hidden from this (a module-level helper that mutates its argument) is the program's own
 race: the spec tells it reads overlap. Parsing runs nothing: the source is never executed here.
+
+`read_may_ask_llm` says whether a read() may ask the toolkit's LLM (a held-out test shares a kept
+knowledge base only when none does: mstar/execution/local.py says why).
 """
 from __future__ import annotations
 
@@ -49,6 +52,34 @@ def read_changes_state(source: str) -> bool:
             return _changes(tree)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return True
+
+
+@functools.lru_cache(maxsize=256)
+def read_may_ask_llm(source: str) -> bool:
+    """True unless no code a read() can run names the LLM: no name, attribute, argument or string
+    with "llm" in it (`toolkit.llm_completion`, a helper `ask_llm`) anywhere in the module but
+    KnowledgeBase's __init__ and write() and docstrings. Conservative on purpose; a text that does
+    not parse may."""
+    try:
+        with AST_LOCK:
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    writes = {id(n) for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "KnowledgeBase"
+              for n in c.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in ("__init__", "write")}
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        if id(node) in writes or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+            continue
+        text = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                else node.arg if isinstance(node, (ast.arg, ast.keyword)) else node.name
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else
+                node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None)
+        if text and "llm" in text.lower():
+            return True
+        todo.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _changes(tree: ast.Module) -> bool:

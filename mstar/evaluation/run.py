@@ -123,10 +123,11 @@ def evaluate(
     progress: Callable[[str, int, int], None] | None = None,
     embed="current",
     take_prestart: bool = True,
+    keep: bool = True,
 ) -> EvalResult:
     """Score `source` on `queries` after writing `episodes`. With `sessions`, an ingested
     knowledge base of the same program over the same episodes is reused (reads only), and this
-    one is kept for later evaluations. `progress("writes" | "cases", done, total)` is called as
+    one is kept for later evaluations (with `keep`; else none is). `progress("writes" | "cases", done, total)` is called as
     episodes are written and cases finish (the CLI's live display). `embed`: the engine-served
     embeddings of the program's chroma collections (mstar.split.embed.program_embeddings; None =
     hashing in the worker; "current" = the process-wide choice, use_program_embeddings).
@@ -223,7 +224,7 @@ def evaluate(
                 LOAD_INFO.put(source, info)
                 writes, settle = ingest(program, episodes, extract, info, progress, early=early)
                 check_ingestion(writes, outage_threshold)   # an outage costs no reads
-                if sessions is not None and sessions.coming(key) and not any(w.ingest_error for w in writes):
+                if keep and sessions is not None and sessions.coming(key) and not any(w.ingest_error for w in writes):
                     shared = sessions.share(key, program.session, info, writes, program.toolkit,   # a guess waits for it
                                             calls.write_tokens)
             case_futs = [case_pool.submit(_case, program, calls, q, m, f, info, metric)
@@ -244,7 +245,8 @@ def evaluate(
         for pool in (start_pool, llm_pool, case_pool):
             pool.join()
     # A knowledge base that misses an episode (its ingestion failed) is not kept for reuse.
-    keep = program.fatal is None and kept is None and shared is None and not any(w.ingest_error for w in writes)
+    keep = keep and program.fatal is None and kept is None and shared is None \
+        and not any(w.ingest_error for w in writes)
     if shared is not None:   # the early writes' extractions, settled since it was shared
         shared.write_tokens = calls.write_tokens
     _done_with(program.session, kept or shared, sessions, key, info, writes, keep=keep, toolkit=program.toolkit,

@@ -16,13 +16,15 @@ class EvalJob:
     `all_episodes` (the held-out test). `keep`: keep the ingested knowledge base for the next
     evaluation of the same program. `take_prestart`: use the worker started ahead for this
     program's coming static evaluation (False: a guess made beside that evaluation,
-    mstar/iteration/rotating_prefetch.py, must not take it)."""
+    mstar/iteration/rotating_prefetch.py, must not take it). `read_kept`: a test may read the
+    knowledge base the program's validation kept, when its episodes are those (local.run_job)."""
     source: str
     split: str = "validation"
     indices: tuple[int, ...] | None = None
     all_episodes: bool = False
     keep: bool = True
     take_prestart: bool = True
+    read_kept: bool = False
 
 
 class Executor(Protocol):

@@ -5,6 +5,7 @@ from mstar.config import RunConfig
 from mstar.evaluation import EvalResult, SessionCache, evaluate
 from mstar.evaluation.sessions import session_key
 from mstar.evaluation.prestart import PRESTARTS
+from mstar.evaluation.read_state import read_changes_state, read_may_ask_llm
 from mstar.evaluation.run import prestart
 from mstar.execution.jobs import EvalJob
 from mstar.llm import scope as llm_scope
@@ -86,7 +87,17 @@ def run_job(job: EvalJob, task: Task, train: list, router: LLMRouter, cfg: RunCo
     pool = task.test if job.split == "test" else task.validation
     queries = list(pool) if job.indices is None else [pool[i] for i in job.indices]
     episodes = list(task.episodes) if job.all_episodes else train
-    return evaluate(job.source, episodes, queries, metric=task.score, router=router, sandbox=cfg.sandbox,
-                    workers=cfg.evolution.workers, sessions=sessions if job.keep else None,
+    # A test writes every episode; when the training episodes are every episode (a LoCoMo
+    # conversation's ~30 sessions, the sample's 50), that is the knowledge base the program's
+    # validation wrote and kept: a test that may (`read_kept`: not one started early,
+    # mstar/final/held_out.py) reads it instead -- the same writes in the same order, and reads
+    # that only read. Not for a program whose reads may ask the LLM: its test, in the background,
+    # would hold the shared worker's read slots while its calls wait behind the race's, and the
+    # race's reads on that worker behind them.
+    shares = job.read_kept and job.all_episodes and [e.id for e in episodes] == [e.id for e in train] \
+        and not read_changes_state(job.source) and not read_may_ask_llm(job.source)
+    return evaluate(job.source, train if shares else episodes, queries, metric=task.score, router=router,
+                    sandbox=cfg.sandbox, workers=cfg.evolution.workers,
+                    sessions=sessions if job.keep or shares else None, keep=job.keep,
                     outage_threshold=cfg.evolution.outage_threshold, progress=progress,
                     take_prestart=job.take_prestart)

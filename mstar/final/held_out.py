@@ -40,10 +40,14 @@ from mstar.pool import PoolEntry
 SCOPE = "test"      # the ledger's scope of every test evaluation's calls
 
 
-def held_out_job(entry: PoolEntry) -> EvalJob:
+def held_out_job(entry: PoolEntry, read_kept: bool = False) -> EvalJob:
     """One program's test: every test question, after writing every episode of the task (test
-    questions need not be covered by the episodes chosen for validation)."""
-    return EvalJob(entry.source, "test", None, all_episodes=True, keep=False)
+    questions need not be covered by the episodes chosen for validation). `read_kept`: when those
+    are the training episodes, it may read the knowledge base the program's validation kept -- not
+    for a test started early: a child whose read() runs in its parent's worker needs the worker to
+    itself the first time (mstar/evaluation/sessions.py, fit), and a test beside the iterations
+    would hold its lease through most of them."""
+    return EvalJob(entry.source, "test", None, all_episodes=True, keep=False, read_kept=read_kept)
 
 
 def may_start_early(cfg, task, router, executor) -> bool:
@@ -67,16 +71,16 @@ class HeldOutTests:
 
     def start_early(self, entry: PoolEntry | None) -> bool:
         """Start `entry`'s test now, in the background, if this run starts tests early."""
-        return self.early and entry is not None and self.start(entry, background=True)
+        return self.early and entry is not None and self.start(entry, background=True, read_kept=False)
 
-    def start(self, entry: PoolEntry, *, background: bool = False) -> bool:
+    def start(self, entry: PoolEntry, *, background: bool = False, read_kept: bool = True) -> bool:
         """Start `entry`'s test unless it is running already; True when this call started it."""
         with self._lock:
             if entry.program_id in self._runs:
                 return False
             work = llm_scope.Background(IDLE) if background else None
             with llm_scope.scoped(SCOPE), (llm_scope.background(work) if work else contextlib.nullcontext()):
-                future = llm_scope.submit(self._pool, self.executor.run, held_out_job(entry))
+                future = llm_scope.submit(self._pool, self.executor.run, held_out_job(entry, read_kept))
             self._runs[entry.program_id] = (future, work)
             return True
 
