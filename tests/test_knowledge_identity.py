@@ -29,6 +29,18 @@ def _setting(n_queries: int):
     return list(task.episodes), list(task.validation[:n_queries]), kw
 
 
+def _shared_and_alone(parent: str, child: str, n_queries: int):
+    """`child` evaluated after `parent` with one session cache, and on a knowledge base of its own."""
+    episodes, queries, kw = _setting(n_queries)
+    sessions = SessionCache(keep=4)
+    try:
+        evaluate(parent, episodes, queries, sessions=sessions, **kw)
+        shared = evaluate(child, episodes, queries, sessions=sessions, **kw)
+    finally:
+        sessions.close()
+    return shared, evaluate(child, episodes, queries, **kw)
+
+
 def _set(source: str, name: str, value: str) -> str:
     """`source` with the one-line literal assignment of `name` replaced."""
     lines = source.splitlines()
@@ -154,14 +166,7 @@ def test_an_error_in_a_read_on_the_parent_s_knowledge_base_names_the_child_s_own
                            'INSTRUCTION_RESPONSE = (\n    "Answer"\n    " in one word."\n)')
     assert raises != SEED_A and child != raises
     line = next(i for i, text in enumerate(child.splitlines(), 1) if "cannot be read" in text)
-    episodes, queries, kw = _setting(2)
-    sessions = SessionCache(keep=4)
-    try:
-        evaluate(raises, episodes, queries, sessions=sessions, **kw)
-        shared = evaluate(child, episodes, queries, sessions=sessions, **kw)
-    finally:
-        sessions.close()
-    alone = evaluate(child, episodes, queries, **kw)
+    shared, alone = _shared_and_alone(raises, child, 2)
     assert shared.reused_kb and not alone.reused_kb
     assert [c.error for c in shared.cases] == [c.error for c in alone.cases]
     assert all(f"(line {line})" in c.error for c in shared.cases)

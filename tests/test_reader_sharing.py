@@ -6,7 +6,7 @@ on a knowledge base of its own."""
 from __future__ import annotations
 
 import pytest
-from test_knowledge_identity import ANSWER_LINE, VECTOR, _setting
+from test_knowledge_identity import ANSWER_LINE, VECTOR, _setting, _shared_and_alone
 
 from mstar.config import SandboxConfig
 from mstar.evaluation import SessionCache, evaluate
@@ -76,14 +76,7 @@ def test_an_error_names_the_line_the_child_s_own_worker_would_name(statement):
     # The prompt over three more lines moves the class; read() is five lines longer than the parent's.
     child = _read_raising(FEWER.replace(ANSWER_LINE, LONG_PROMPT, 1), 5, statement)
     assert writer_identity(child) == writer_identity(VECTOR)
-    episodes, queries, kw = _setting(2)
-    sessions = SessionCache(keep=4)
-    try:
-        evaluate(VECTOR, episodes, queries, sessions=sessions, **kw)
-        shared = evaluate(child, episodes, queries, sessions=sessions, **kw)
-    finally:
-        sessions.close()
-    alone = evaluate(child, episodes, queries, **kw)
+    shared, alone = _shared_and_alone(VECTOR, child, 2)
     assert shared.reused_kb and not alone.reused_kb
     assert all(c.error for c in alone.cases)
     assert [c.error for c in shared.cases] == [c.error for c in alone.cases]
