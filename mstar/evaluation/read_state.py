@@ -65,8 +65,8 @@ def read_may_ask_llm(source: str) -> bool:
             tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return True
-    writes = {id(n) for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "KnowledgeBase"
-              for n in c.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in ("__init__", "write")}
+    methods = _kb_methods(tree) or {}
+    writes = {id(methods[name]) for name in ("__init__", "write") if name in methods}
     todo: list[ast.AST] = [tree]
     while todo:
         node = todo.pop()
@@ -82,12 +82,15 @@ def read_may_ask_llm(source: str) -> bool:
     return False
 
 
-def _changes(tree: ast.Module) -> bool:
+def _kb_methods(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    """KnowledgeBase's methods by name (the last definition of each), or None without the class."""
     kb = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "KnowledgeBase"), None)
-    if kb is None:
-        return True
-    methods = {n.name: n for n in kb.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    if "read" not in methods:
+    return None if kb is None else {n.name: n for n in kb.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _changes(tree: ast.Module) -> bool:
+    methods = _kb_methods(tree)
+    if methods is None or "read" not in methods:
         return True
     module_names = _module_names(tree)
     todo, seen = ["read"], set()
