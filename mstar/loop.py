@@ -36,6 +36,7 @@ from mstar.llm.router import LLMRouter
 from mstar.llm.types import FatalLLMError
 from mstar.iteration.behaviour import same_answers
 from mstar.final.champion import paired_gain
+from mstar.iteration.lending import ReflectorLending
 from mstar.iteration.mutate import fix_at_run_time, propose_child
 from mstar.pool import Pool, PoolEntry
 from mstar.program.sources import load_program_source
@@ -86,6 +87,8 @@ class Evolution:
         self.static = [task.validation[i] for i in self.split.static]
         self.executor = executor or make_executor(cfg, task, self.split.train_episodes, router)
         self.prefetch = RotatingPrefetch.for_run(cfg, task, self.split, router, self.executor)
+        # One iteration at a time: the reflector's call is then the run's only one during its reply.
+        self.lending = ReflectorLending(router) if cfg.evolution.parallel == 1 else None
         self.held_out = HeldOutTests(self.executor, early=may_start_early(cfg, task, router, self.executor))
 
     # ------------------------------------------------------------ helpers
@@ -236,7 +239,7 @@ class Evolution:
             parent.source, build_reflection_messages(inp, self.cfg.sandbox, ev.prompt_budget_tokens),
             router=self.router, sandbox=self.cfg.sandbox, limits=sandbox_limits(self.cfg.sandbox),
             attempts=ev.compile_fix_attempts, known_sources={e.source for e in seen}, mode=ev.mode,
-            on_candidate=(lambda src: started.setdefault(src, begin(src))) if begin else None)
+            on_candidate=(lambda src: started.setdefault(src, begin(src))) if begin else None, lending=self.lending)
         record = events.IterationEvent(
             iteration=iteration, parent_id=parent.program_id, status=outcome.status, title=outcome.title,
             body=outcome.body, attempts=outcome.attempts, parent_static_score=parent.static_score,

@@ -11,7 +11,10 @@ from mstar.llm.offline_backend import OfflineBackend
 from mstar.llm.openai_backend import OpenAIBackend
 from mstar.llm.router import LLMRouter
 from mstar.loop import Evolution
+from mstar.iteration.lending import ReflectorLending
 from mstar.iteration.mutate import propose_child
+from mstar.llm.slots import IDLE
+from mstar.llm.types import UsageRecord
 from mstar.patch import make_patch
 from mstar.run.store import RunStore
 from mstar.tasks import load_task
@@ -44,11 +47,14 @@ class Script:
         self.replies = list(replies)
         self.prompts = []
         self.offline = offline_responder()
+        self.on_reflect = None
 
     def __call__(self, model, messages):
         if model != "scripted-reflector":
             return self.offline(model, messages)
         self.prompts.append(messages[-1]["content"])
+        if self.on_reflect is not None:
+            self.on_reflect()
         if not self.replies:
             raise RuntimeError("script exhausted")
         return self.replies.pop(0)
@@ -113,6 +119,28 @@ def test_a_reflector_that_keeps_failing_is_an_endpoint_outage_not_a_failed_child
     router, _ = scripted(["", "", "", ""])     # empty every time: retried, then given up
     with pytest.raises(EndpointOutage, match="reflector call failed after its retries.*empty completion"):
         _propose(router)
+
+
+def test_while_the_reflector_replies_background_work_may_take_the_idle_calls_in_flight(scripted):
+    """mstar/iteration/lending.py: during a reflector reply background work may hold every slot of
+    the cap but one, once the run has timed a candidate's gates; outside a reply, half."""
+    router, script = scripted([reply(WRONG_CONTEXT), reply(make_patch(SEED, better()))])
+    lending = ReflectorLending(router)
+    limits = []
+    script.on_reflect = lambda: limits.append(router.background.any.limit)
+    router.ledger.add(UsageRecord("reflector", "m", "test", 5, 1, 30.0, kind="preflight"))
+    with router.background.held(IDLE):
+        pass                                   # one background call seen: it held its slot ~0 s
+    lending.saw_gates(0.5)
+    out = _propose(router, lending=lending)
+    assert out.status == "ok"
+    half = router.max_in_flight // 2
+    assert limits == [router.max_in_flight - 1] * 2 and router.background.any.limit == half
+    fresh, script = scripted([reply(make_patch(SEED, better()))])   # no gates timed yet: nothing lent
+    script.on_reflect = lambda: limits.append(fresh.background.any.limit)
+    fresh.ledger.add(UsageRecord("reflector", "m", "test", 5, 1, 30.0, kind="preflight"))
+    assert _propose(fresh, lending=ReflectorLending(fresh)).status == "ok"
+    assert limits[-1] == half
 
 
 def test_duplicate_child_is_not_evaluated(scripted):

@@ -11,6 +11,8 @@
                         ahead for the likely parents                        lineage is the same without it
   guesses.py            what a guess ahead is worth (the odds of its        a guess is sent only when its likely
                         program, its batch's price) and what it cost        saving is worth its likely waste
+  lending.py            while the reflector replies, background work may   a lent slot is back before the child's
+                        use the calls in flight the run leaves idle         first burst, as the run so far prices it
 
 The loop is the only writer of the pool: these modules propose and check, the loop decides.
 """

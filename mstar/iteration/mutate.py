@@ -9,6 +9,7 @@ duplicate and is not evaluated again.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Callable
 from mstar.config import SandboxConfig
 from mstar.llm.router import LLMRouter
 from mstar.iteration.behaviour import same_code
+from mstar.iteration.lending import ReflectorLending
 from mstar.evaluation.records import EndpointOutage
 from mstar.llm.types import FatalLLMError, LLMError
 from mstar.program.frozen import FrozenPartError, check_frozen
@@ -53,10 +55,12 @@ def _normalise(source: str) -> str:
 
 def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter, sandbox: SandboxConfig,
                   limits: SandboxLimits, attempts: int, known_sources: set[str],
-                  mode: str = "all", on_candidate: Callable[[str], None] | None = None) -> MutationOutcome:
+                  mode: str = "all", on_candidate: Callable[[str], None] | None = None,
+                  lending: ReflectorLending | None = None) -> MutationOutcome:
     """The reflector's child of `parent_source`, through its gates (with compile-fix attempts).
     `on_candidate(source)` is called as each candidate goes into its gates (the loop starts the
-    candidate's evaluation worker meanwhile: mstar.evaluation.prestart)."""
+    candidate's evaluation worker meanwhile: mstar.evaluation.prestart). `lending` lends the calls
+    in flight the run leaves idle to background work while the reflector replies."""
     base = parent_source
     title, body = "", ""
     records: list[dict] = []
@@ -71,7 +75,9 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
         # reflector answers (sandbox.engine.spares; a no-op unless the executor keeps spares).
         SPARES.fill()
         try:
-            response = router.call("reflector", messages)
+            # The calls in flight the run leaves idle meanwhile may go to background work (lending.py).
+            with lending.during_reply() if lending is not None else contextlib.nullcontext():
+                response = router.call("reflector", messages)
         except FatalLLMError:
             raise
         except LLMError as exc:
@@ -113,7 +119,10 @@ def propose_child(parent_source: str, messages: list[dict], *, router: LLMRouter
             t_gates = time.perf_counter()
             report = run_gates(candidate, allowed_imports=sandbox.allowed_imports, limits=limits,
                                llm=SMOKE_TOOLKIT.complete, close=close_later)
-            gate_seconds += time.perf_counter() - t_gates
+            gates_took = time.perf_counter() - t_gates
+            gate_seconds += gates_took
+            if lending is not None:
+                lending.saw_gates(gates_took)
             rec["gates"] = {"ok": report.ok, "stage": report.stage, "error": report.error}
             if report.ok:
                 LOAD_INFO.put(candidate, report.load_info)   # its evaluation asks its prompts at once

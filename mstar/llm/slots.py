@@ -18,14 +18,17 @@ A freed slot is handed to the chosen waiter directly: a thread arriving meanwhil
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import heapq
 import itertools
 import threading
+import time
 
 
 FIRST, NORMAL, LAST, IDLE = 0, 1, 2, 3   # a call's priority (lower goes first)
 PRIORITIES = (FIRST, NORMAL, LAST, IDLE)
+HOLDS_KEPT = 256     # background calls whose hold times a lending is priced on (the latest)
 
 
 class Slots:
@@ -62,7 +65,9 @@ class Slots:
 
     def release(self) -> None:
         with self._lock:
-            if self._waiting:
+            if self._free < 0:          # held above a lowered limit (narrow): this slot is not handed on
+                self._free += 1
+            elif self._waiting:
                 heapq.heappop(self._waiting)[2].set()
             elif self._free < self.limit:
                 self._free += 1
@@ -82,6 +87,15 @@ class Slots:
             while self._free > 0 and self._waiting:
                 self._free -= 1
                 heapq.heappop(self._waiting)[2].set()
+
+    def narrow(self, limit: int) -> None:
+        """Lower the limit to `limit`: calls holding a slot keep it, and no slot is handed on until
+        fewer than `limit` are held."""
+        with self._lock:
+            if limit < 1 or limit >= self.limit:
+                return
+            self._free -= self.limit - limit
+            self.limit = limit
 
     def waiting(self) -> int:
         with self._lock:
@@ -117,16 +131,72 @@ class BackgroundShare:
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self.any = Slots(max(1, cap // 2))
+        self._lock = threading.Lock()
+        self._lent = 0           # lendings open now (lent)
+        self._wide = False       # widen() was called: the whole cap for good
+        self._holds: collections.deque[float] = collections.deque(maxlen=HOLDS_KEPT)
 
     def widen(self) -> None:
         """From now on background work may hold the whole cap, still behind every call the run
         waits on: once the iterations are over (mstar/final/held_out.py, beside_the_race), when the
         run's own calls are the race's batches, a few dozen calls at a time, and no guess is left
         to keep room for."""
-        self.any.widen(self.cap)
+        with self._lock:
+            self._wide = True
+            self.any.widen(self.cap)
+
+    @contextlib.contextmanager
+    def lent(self, seconds: float):
+        """For the next `seconds`, or until the block ends if that is sooner, background work may
+        take every slot of the cap but one, the one the block's own call is about to take; a call
+        that took one keeps it until its reply. The caller picks `seconds` so that such a call is
+        back before the run's next burst of calls needs the room (mstar/iteration/lending.py: while
+        the run waits on the reflector, its only call)."""
+        if seconds <= 0 or self.cap < 3:
+            yield
+            return
+        with self._lock:
+            self._lent += 1
+            self.any.widen(self.cap - 1)
+        ended = threading.Event()
+
+        def end() -> None:
+            with self._lock:
+                if ended.is_set():
+                    return
+                ended.set()
+                self._lent -= 1
+                if self._lent == 0 and not self._wide:
+                    self.any.narrow(max(1, self.cap // 2))
+
+        timer = threading.Timer(seconds, end)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            end()
 
     def held(self, priority: int | None):
         """The context a call of this priority (None: not background work) is sent in."""
         if priority is None:            # every call the run waits on: nothing to hold here
             return contextlib.nullcontext()
-        return self.any.held(priority)
+        return self._timed(priority)
+
+    @contextlib.contextmanager
+    def _timed(self, priority: int):
+        with self.any.held(priority):
+            t0 = time.monotonic()
+            try:
+                yield
+            finally:
+                with self._lock:
+                    self._holds.append(time.monotonic() - t0)
+
+    def hold_seconds(self) -> float | None:
+        """How long a background call holds its slot: the upper quartile of the last calls' holds
+        (its reply, and any wait for the cap or a rate limit after it took the slot); None before any."""
+        with self._lock:
+            holds = sorted(self._holds)
+        return holds[(3 * len(holds)) // 4] if holds else None
