@@ -54,7 +54,8 @@ def add_evolve_args(p: argparse.ArgumentParser) -> None:
                    help="embedding cache folder (default .mstar-cache/embeddings; '' = no cache)")
     p.add_argument("--iterations", type=int, default=EvolutionConfig.iterations)
     p.add_argument("--seed", type=int, default=0, help="random seed: same seed + backend = same lineage")
-    p.add_argument("--name", default=None, help="run name (default: <task>-s<seed>-<time>)")
+    p.add_argument("--name", default=None,
+                   help="run name: one folder under --runs-dir (default: <task>-s<seed>-<time>)")
     p.add_argument("--runs-dir", default="runs", help="folder that holds run folders")
     p.add_argument("--out", default=None, help="the run folder itself (overrides --runs-dir/--name)")
     p.add_argument("--seeds", default=None,
@@ -137,7 +138,7 @@ def add_algorithm_args(p: argparse.ArgumentParser) -> None:
 
 
 def resolve_config(args) -> RunConfig:
-    name = args.name or f"{args.task}-s{args.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    name = run_name(args)
     runs_dir = args.runs_dir
     if args.out:
         out = Path(args.out)
@@ -157,6 +158,26 @@ def resolve_config(args) -> RunConfig:
     return RunConfig(name=name, task=args.task, data=args.data, runs_dir=runs_dir, seeds=seeds,
                      theme=getattr(args, "theme", None), metric=getattr(args, "metric", None),
                      task_options=task_options(args), evolution=evo, sandbox=sandbox, llm=resolve_llm(args))
+
+
+def run_name(args) -> str:
+    """The run's folder under --runs-dir: --name, or <task>-s<seed>-<time>. It must be one folder:
+    `mstar runs` lists the folders of --runs-dir, so a run at runs/my/task-s0-... is never listed
+    (and `--task /data/t.json` would have put it beside the data). --out takes a path."""
+    if args.name:
+        if any(sep in args.name for sep in PATH_SEPARATORS) or args.name in (".", ".."):
+            raise OptionError(f"--name {args.name!r}: a run's name is one folder under --runs-dir; "
+                              "give a path with --out (out= in Python)")
+        return args.name
+    task = args.task
+    if Path(task).suffix in (".json", ".toml"):   # a task file: named by its file, not its folders
+        task = Path(task).name
+    for sep in PATH_SEPARATORS:                    # a Task named "team/pets" -> runs/team-pets-s0-...
+        task = task.replace(sep, "-")
+    return f"{task}-s{args.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+PATH_SEPARATORS = ("/", "\\")
 
 
 ALGORITHM_FIELDS = ("selection", "tau", "runtime_fix_rounds", "split_seed", "confirm_top", "confirm_size",

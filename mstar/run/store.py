@@ -113,8 +113,18 @@ class RunStore:
         self._lock_pid = 0
 
     def check_new(self) -> None:
-        """FileExistsError when the folder exists and holds anything (checked again by create)."""
-        if self.root.exists() and any(self.root.iterdir()):
+        """FileExistsError when the folder cannot be a new run's: it exists and holds anything, or
+        it -- or a folder above it -- is a file (`out="results.json"`, a typo: the folder
+        cannot be made, and Python's own NotADirectoryError would come after the checks).
+        Checked again by create."""
+        for path in (self.root, *self.root.parents):
+            if path.is_dir():
+                break
+            if path.exists() or path.is_symlink():   # a file, or a link that leads nowhere
+                where = "is" if path == self.root else f"would be inside {path}, which is"
+                raise FileExistsError(f"run folder {self.root} {where} a file, not a folder; "
+                                      "choose another --out (or --name)")
+        if self.root.is_dir() and any(self.root.iterdir()):
             raise FileExistsError(f"run folder {self.root} already exists and is not empty; "
                                   "choose another --name or remove it")
 

@@ -12,6 +12,8 @@ defined in Python may bring its own scorer, `scorer(answer, query) -> float in [
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -76,10 +78,8 @@ class Task:
     scorer: Scorer | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("episodes", "validation", "test"):   # lists are fine; the record keeps tuples
-            value = getattr(self, name)
-            if isinstance(value, list):
-                object.__setattr__(self, name, tuple(value))
+        for name in ("episodes", "validation", "test"):
+            object.__setattr__(self, name, _records(self.name, name, getattr(self, name)))
         if isinstance(self.scorer, str):   # scorer="exact_match": a built-in metric by name
             object.__setattr__(self, "metric_name", self.scorer)
             object.__setattr__(self, "scorer", None)
@@ -144,14 +144,48 @@ def own_score(scorer: Scorer, prediction: str, item: QueryItem, task_name: str) 
         value = scorer(prediction, item)
     except Exception as exc:   # the user's code: any error is this case's, reported with its type
         raise ScorerError(f"{where} raised {type(exc).__name__}: {exc}") from exc
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if _is_bool(value):
+        raise ScorerError(f"{where} returned {type(value).__name__} {value!r}; give a float in [0, 1] "
+                          "(a bool is refused: wrap a pass/fail check in float(...))")
+    if not isinstance(value, numbers.Real):   # numpy's float32 / int64 are Real; a str or None is not
         raise ScorerError(f"{where} returned {type(value).__name__} {value!r:.40}; give a float in [0, 1]")
-    value = float(value)
-    if math.isnan(value):
+    try:
+        number = float(value)
+    except (OverflowError, ValueError):   # an int or Fraction too large for a float
+        raise ScorerError(f"{where} returned {value!r:.40}, outside [0, 1]") from None
+    if math.isnan(number):
         raise ScorerError(f"{where} returned NaN; give a float in [0, 1]")
-    if not 0.0 <= value <= 1.0:
-        raise ScorerError(f"{where} returned {value!r}, outside [0, 1]")
-    return value
+    if not 0.0 <= number <= 1.0:
+        raise ScorerError(f"{where} returned {number!r}, outside [0, 1]")
+    return number
+
+
+def _is_bool(value) -> bool:
+    """Python's bool or numpy's bool_. Refused as scores, both alike: a bool is an int in Python
+    (numpy's is not even a number), so taking it would make a predicate that was meant to grade
+    ("is the answer right?" where partial credit was wanted) score silently in 0/1. Saying so costs
+    one float(...) in the scorer. numpy is not imported for this: its bool type is known by name."""
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"))
+
+
+def _records(task_name, split: str, value) -> tuple:
+    """A split as the record keeps it: a tuple, made once from a list, a generator, a `map`, any
+    iterable -- so the checks and the run read the same items (a generator read by the checks
+    would be empty for the run). A text or a mapping is refused: iterated, it gives characters or
+    keys, not records."""
+    if isinstance(value, tuple):
+        return value
+    what = "mstar.Episode" if split == "episodes" else "queries (mstar.query(...))"
+    problem = TaskError(f"task {task_name!r}: {split} must be a list (or any iterable) of {what}, "
+                        f"got {type(value).__name__}")
+    if isinstance(value, (str, bytes, Mapping)):
+        raise problem
+    try:
+        items = iter(value)
+    except TypeError:   # not iterable (one Episode, None): named here, not as Python's own error
+        raise problem from None
+    return tuple(items)   # outside the try: an error inside the user's generator stays its own
 
 
 def gold_problem(metric_name: str, item: QueryItem) -> str | None:

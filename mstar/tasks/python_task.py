@@ -8,7 +8,8 @@ reads from a query's meta:
 
     query(id, question, answer, category=..., evidence=[texts], evidence_episodes=[episode ids])
         evidence (what the answer rests on) feeds the memory X-ray: texts are matched as they
-        are; an episode id stands for that whole episode's text (coarser, but free to give)
+        are; an episode id stands for that whole episode's text (coarser, but free to give).
+        A single text or id may be given alone: evidence_episodes="ada-1" is ["ada-1"]
     game(id, goal, factory="pkg.module:make_env", kwargs={...})
         an interactive query: the agent plays the environment the factory builds (reset / step /
         close, mstar/interactive/env.py) in its own process, scored 1 when it wins
@@ -32,19 +33,33 @@ PROBE_QUERIES = 5   # per split: scorers may be costly (a call into the user's o
 
 
 def query(id: str, question: str, answer: str = "", *, category: str | None = None,
-          evidence: Iterable[str] = (), evidence_episodes: Iterable[str] = (), rubric: list | None = None,
+          evidence: str | Iterable[str] = (), evidence_episodes: str | Iterable[str] = (), rubric: list | None = None,
           meta: dict | None = None) -> QueryItem:
     """One validation or test query. `rubric` ([{"criterion", "points"}]) is for the "rubric" metric."""
     out = dict(meta or {})
     if rubric is not None:
         out["rubric"] = rubric
-    texts, ids = list(evidence), list(evidence_episodes)
+    texts = _listed(evidence, "evidence", id, (str, dict))
+    ids = _listed(evidence_episodes, "evidence_episodes", id, (str,))
     if texts:
         units, problems = ev.parse_evidence(texts, f"query {id!r}")
         out = ev.with_evidence(out, units, problems)
     if ids:
         out[EPISODE_IDS_KEY] = ids
     return QueryItem(id, question, str(answer), None if category is None else str(category), out)
+
+
+def _listed(value: Any, field: str, query_id: str, single: tuple[type, ...]) -> list:
+    """`value` as a list: one text (or evidence object) alone is one item -- list("ada-1") would be
+    its characters, each then "no episode" -- and any other iterable is read once."""
+    if isinstance(value, single):
+        return [value]
+    try:
+        items = iter(value)
+    except TypeError:
+        raise TaskError(f"query {query_id!r}: {field} must be a text or a list of them, "
+                        f"got {type(value).__name__}") from None
+    return list(items)   # outside the try: an error inside the user's generator stays its own
 
 
 def game(id: str, goal: str, *, factory: str, kwargs: dict | None = None, category: str | None = None,
