@@ -26,7 +26,7 @@ from typing import Callable
 
 from mstar.config import RunConfig
 from mstar.evaluation import EndpointOutage, EvalResult, sandbox_limits
-from mstar.evaluation.records import WRITE_EXAMPLES, failed_result
+from mstar.evaluation.records import WRITE_EXAMPLES, ScorerOutage, failed_result
 from mstar.execution import EvalJob, Executor, make_executor
 from mstar.final.finish import Stop as _Stop, finish_run
 from mstar.final.held_out import HeldOutTests, may_start_early
@@ -337,7 +337,7 @@ class Evolution:
             try:
                 self.evaluate_seeds()
             except ENDPOINT_ERRORS as exc:
-                return self.finish(t0, _Stop(_endpoint_reason(exc, "the seed evaluations"), "endpoint"), done_before)
+                return self.finish(t0, _outage_stop(exc, "the seed evaluations"), done_before)
             self.held_out.start_early(self.pool.best_seed())   # tested whatever comes next (mstar/final/held_out.py)
             stop, done = self._iterations(todo)
             return self.finish(t0, stop, done_before + done if stop else None)
@@ -376,7 +376,7 @@ class Evolution:
                         fut.result()
                         done += 1
                     except ENDPOINT_ERRORS as exc:
-                        stop = stop or _Stop(_endpoint_reason(exc, f"iteration {it}"), "endpoint")
+                        stop = stop or _outage_stop(exc, f"iteration {it}")
         return stop, done
 
 
@@ -391,6 +391,9 @@ def runtime_failure(res: EvalResult) -> str | None:
     return None
 
 
-def _endpoint_reason(exc: BaseException, where: str) -> str:
+def _outage_stop(exc: BaseException, where: str) -> _Stop:
+    """A resumable stop: the task's scorer's (its message says what failed), or the endpoint's."""
+    if isinstance(exc, ScorerOutage):
+        return _Stop(f"{exc} (during {where})", "scorer")
     kind = "rejected the requests" if isinstance(exc, FatalLLMError) else "failed"
-    return f"the LLM endpoint {kind} during {where}: {exc}"
+    return _Stop(f"the LLM endpoint {kind} during {where}: {exc}", "endpoint")

@@ -86,7 +86,7 @@ def _queries_and_episodes(task, args):
 def cmd_eval(args) -> int:
     from mstar.commands.llm_flags import check_llm_numbers, resolve_llm
     from mstar.config import SandboxConfig
-    from mstar.evaluation import EndpointOutage, evaluate
+    from mstar.evaluation import EndpointOutage, ScorerOutage, evaluate
     from mstar.llm.router import LLMRouter
     from mstar.llm.types import FatalLLMError, LLMError
     from mstar.run import xray_text
@@ -119,6 +119,9 @@ def cmd_eval(args) -> int:
     try:
         res = evaluate(source, episodes, queries, metric=task.score, router=router, sandbox=SandboxConfig(),
                        workers=args.workers)
+    except ScorerOutage as exc:   # nothing could be scored: no score is printed, least of all a 0
+        print(terminal_safe(f"mstar: {label} was not scored: {exc}", newlines=False), file=sys.stderr)
+        return 3
     except (EndpointOutage, FatalLLMError) as exc:
         # As `mstar evolve` stops on it: one line and rc 3. A score from an endpoint that did not
         # answer would say nothing about the program, so none is printed.
@@ -134,6 +137,9 @@ def cmd_eval(args) -> int:
            "mean_score": res.mean_score, "per_category": res.per_category,
            "counts": _counts(c.category for c in res.cases), "error": res.error,
            "failed_cases": sum(1 for c in res.cases if c.error), "ingest_errors": res.ingest_errors,
+           # Left out of the mean (an LLM call or the task's scorer failed), per category as well.
+           "case_errors": res.case_errors, "score_errors": res.score_errors,
+           "not_scored": _counts(c.category for c in res.cases if c.llm_error or c.score_error),
            "xray": res.xray, "llm": router.totals(),
            "seconds": round(time.perf_counter() - t0, 3)}
     if args.cases_out:
@@ -152,9 +158,19 @@ def cmd_eval(args) -> int:
         if res.error:
             print(terminal_safe(f"error   the program failed as a whole: {res.error.get('message', res.error)}",
                                 newlines=False))
+        if res.case_errors:      # the score is a mean over the other cases
+            last = next(c.score_error or c.llm_error for c in reversed(res.cases) if c.score_error or c.llm_error)
+            llm = res.case_errors - res.score_errors
+            why = " and ".join(([f"an LLM call failed on {llm}"] if llm else [])
+                               + ([f"the task's scorer failed on {res.score_errors}"] if res.score_errors else []))
+            print(terminal_safe(f"warning {res.case_errors} case(s) not scored, left out of the mean: {why}; "
+                                f"last error: {last}", newlines=False))
         print(f"score   {res.mean_score:.4f} ({out['metric']})")
-        for cat, value in res.per_category.items():
-            print(f"  {cat:<24} {value:.4f}  (n={out['counts'].get(cat, 0)})")
+        for cat in sorted({*res.per_category, *out["not_scored"]}):   # a category nothing scored too
+            value = res.per_category.get(cat)
+            lost = out["not_scored"].get(cat, 0)
+            print(f"  {cat:<24} " + (f"{value:.4f}" if value is not None else "  -   ")
+                  + f"  (n={out['counts'].get(cat, 0)}" + (f", {lost} not scored)" if lost else ")"))
         if res.xray:   # where the wrong answers were lost (a task that knows its evidence)
             print(f"x-ray   {xray_text.one_line(res.xray)}")
             for line in xray_text.category_lines(res.xray):

@@ -16,7 +16,7 @@ def register(sub) -> None:
 
 
 def cmd_lineage(args) -> int:
-    from mstar.run.views import lineage_tree, open_run, render_tree
+    from mstar.run.views import case_errors_text, lineage_tree, open_run, render_tree, with_score_errors
     from mstar.run.store import RunFormatError
     from sandbox.engine.terminal import terminal_safe
 
@@ -25,7 +25,7 @@ def cmd_lineage(args) -> int:
     except RunFormatError as exc:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
-    roots = lineage_tree(view.nodes())
+    roots = lineage_tree(with_score_errors(view, view.nodes()))
     if args.json:
         print(dumps({"run": str(view.root), "status": view.status, "best_id": view.best_id,
                           "roots": [r.to_dict() for r in roots]}, indent=2))
@@ -40,4 +40,10 @@ def cmd_lineage(args) -> int:
         print(terminal_safe(f"(note: {view.partial_line})", newlines=False))
     for line in render_tree(roots):  # commit titles and errors were written by the reflector and programs
         print(terminal_safe(line, newlines=False))
+    summary = view.summary or {}
+    if summary.get("test_score") is not None:   # the held-out score, with the cases it could not score
+        errors = summary.get("test_case_errors") or 0
+        print(terminal_safe(f"test {summary.get('best_id')} {summary['test_score']:.3f} on the held-out set"
+                            + (f" {case_errors_text(errors, summary.get('test_score_errors') or 0)}" if errors else ""),
+                            newlines=False))
     return 0

@@ -50,7 +50,8 @@ def render_detail(d: dict, with_source: bool = True) -> list[str]:
     name = d["program_id"] or d["source_name"]
     score = f"{d['static_score']:.3f}" if d["static_score"] is not None else "-"
     delta = f" ({d['delta']:+.3f} against {d['parent_id']})" if d["delta"] is not None else ""
-    errors = f"  {case_errors_text(d['case_errors'])}" if d.get("case_errors") else ""
+    static = (d.get("cases") or {}).get("static") or {}
+    errors = f"  {case_errors_text(d['case_errors'], static.get('score_errors'))}" if d.get("case_errors") else ""
     out.append(f"== {name}  [{d['status']}{', best' if d['best'] else ''}]  static {score}{delta}{errors}")
     if d["parent_id"]:
         out.append(f"parent   {d['parent_id']} (static {d['parent_static_score']:.3f}, rotating batch "
@@ -79,8 +80,10 @@ def render_detail(d: dict, with_source: bool = True) -> list[str]:
     for split, data in d["cases"].items():
         cases = data.get("cases", [])
         unscored = sum(1 for c in cases if c.get("llm_error"))
+        by_scorer = sum(1 for c in cases if c.get("score_error"))
         corrupt = sum(1 for c in cases if c.get("corrupt"))
         apart = (f"; {unscored} not scored: LLM call failed" if unscored else "") + \
+            (f"; {by_scorer} not scored: the task's scorer failed" if by_scorer else "") + \
             (f"; {corrupt} corrupt game(s) not scored" if corrupt else "")
         out += ["", f"-- {split} cases ({len(cases)}, mean {data.get('mean_score') or 0:.3f} over the scored{apart})"]
         if xray := data.get("xray"):   # where the answers were lost (tasks with evidence)
@@ -90,7 +93,10 @@ def render_detail(d: dict, with_source: bool = True) -> list[str]:
             err = f"  [error: {_one_line(c['error'], 60)}]" if c.get("error") else ""
             if c.get("llm_error"):  # not a wrong answer: the case was never scored
                 err += f"  [LLM error, not scored: {_one_line(c['llm_error'], 80)}]"
-            score = " err" if c.get("llm_error") else " n/a" if c.get("corrupt") else f"{c['score']:.2f}"
+            if c.get("score_error"):
+                err += f"  [scorer error, not scored: {_one_line(c['score_error'], 80)}]"
+            score = " err" if c.get("llm_error") or c.get("score_error") else \
+                " n/a" if c.get("corrupt") else f"{c['score']:.2f}"
             out.append(f"  {score}  {c.get('category') or '-':<12} {_one_line(c['question'], 60)}")
             lost = f"  {tag}" if (tag := case_tag(c.get("attribution"))) else ""
             out.append(f"        answer: {_one_line(c['answer'], 60)} | expected: {_one_line(c['expected'], 40)}{err}{lost}")

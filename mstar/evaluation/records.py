@@ -24,6 +24,27 @@ class EndpointOutage(RuntimeError):
     down or broken, and the evaluation says nothing about the program. The run stops, resumable."""
 
 
+class ScorerOutage(EndpointOutage):
+    """The task's own scorer failed on every case an evaluation gave it (its evaluator is down, or
+    it cannot score this kind of answer): nothing was scored, and a mean over no case is no score
+    -- not 0, and not the program's fault. As an outage of the endpoint, the run stops, resumable
+    once the scorer works; an EndpointOutage, so that every caller that stops on one stops on it."""
+
+
+def check_scored(cases: list["CaseResult"]) -> None:
+    """Raise ScorerOutage when the scorer failed on every case it was given, at least
+    OUTAGE_MIN_FAILED of them, and so no case was scored (the cases an LLM call lost are the LLM's:
+    too many of them are an EndpointOutage). Fewer say little: a race buys one or two items, and a
+    scorer that fails on some answers fails on all of those as often as not; they stay errors of
+    their cases, counted, and the paired evidence leaves them out."""
+    failed = [c.score_error for c in cases if c.score_error is not None]
+    if len(failed) >= OUTAGE_MIN_FAILED and not any(c.scored for c in cases):
+        lost = len(cases) - len(failed)
+        rest = f" (the other {lost} lost an LLM call)" if lost else ""
+        raise ScorerOutage(f"the task's scorer failed on all {len(failed)} answers this evaluation gave it{rest}, so no case "
+                           f"was scored (no score, not 0); last error: {failed[-1]}")
+
+
 @dataclass
 class CaseResult:
     query_id: str
@@ -84,14 +105,15 @@ class WriteRecord:
 
 @dataclass
 class EvalResult:
-    mean_score: float                   # over the scored cases (no LLM error, not a corrupt game)
+    mean_score: float                   # over the scored cases (no LLM or scorer error, not a corrupt game)
     cases: list[CaseResult]
     writes: list[WriteRecord]
     per_category: dict[str, float]
     error: dict | None = None           # verdict when the program failed as a whole
     seconds: float = 0.0
     sandbox_seconds: float = 0.0        # time spent waiting on the worker (writes, reads, start)
-    case_errors: int = 0                # cases left unscored because an LLM call failed
+    case_errors: int = 0                # cases left unscored by an error: an LLM call failed, or the
+                                        # task's scorer did (those are counted in score_errors too)
     ingest_errors: int = 0              # episodes whose ingestion an LLM call failed (WriteRecord.ingest_error)
     score_errors: int = 0               # cases left unscored because the task's own scorer failed on them
     corrupt_cases: int = 0              # interactive games left unscored because they are corrupt
@@ -156,7 +178,10 @@ def summarise(cases: list[CaseResult], writes: list[WriteRecord], fatal: dict | 
         mean = 0.0  # a program that crashed its worker does not get partial credit
     per_cat = per_category_means([c.score for c in scored], [c.category for c in scored])
     return EvalResult(mean, cases, writes, per_cat, fatal, seconds, sandbox_seconds,
-                      case_errors=sum(1 for c in cases if c.llm_error is not None),
+                      # One count of the unscored cases for every place that shows them (the
+                      # lineage's events, the console, summary.json): a scorer's failure is as
+                      # much a missing score as an LLM call's.
+                      case_errors=sum(1 for c in cases if c.llm_error is not None or c.score_error is not None),
                       ingest_errors=0 if reused else sum(1 for w in writes if w.ingest_error is not None),
                       corrupt_cases=sum(1 for c in cases if c.corrupt and c.llm_error is None),
                       score_errors=sum(1 for c in cases if c.score_error is not None),

@@ -25,6 +25,8 @@ write) failed is an error of that episode, not written with made-up defaults, an
 (mstar.evaluation.ingest); when 3 or more failed and their share of the calls or episodes passes
 `outage_threshold` the evaluation raises EndpointOutage (the loop stops the run, resumably),
 and an error no retry can fix (FatalLLMError: bad key, unknown model) propagates at once.
+A task's own scorer that fails on a case makes it an error too (score_error, counted in
+case_errors); one that failed on every case it was given raises ScorerOutage, an EndpointOutage.
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ from mstar.evaluation.ingest import check_ingestion, ingest
 from mstar.evaluation.item_use import write_ignores_item
 from mstar.evaluation.read_state import read_changes_state
 from mstar.evaluation.records import (OUTAGE_MIN_FAILED, WRITE_EXAMPLES, CaseResult, EndpointOutage, EvalResult,
-                                     failed_result, summarise)
+                                     check_scored, failed_result, summarise)
 from mstar.evaluation.playing import play_query
 from mstar.evaluation.pools import Bounded, close_later, shared_pool
 from mstar.evaluation.prestart import PRESTARTS
@@ -254,6 +256,7 @@ def evaluate(
     if calls.failed >= OUTAGE_MIN_FAILED and calls.failed / calls.total > outage_threshold:
         raise EndpointOutage(f"{calls.failed} of {calls.total} LLM calls of this evaluation failed after "
                              f"their retries; last error: {calls.last}")
+    check_scored(cases)   # a scorer that failed on every case: ScorerOutage, never a mean of 0
     if program.fatal is None:   # where each wrong answer was lost (no LLM call); a crash lost them all
         xray.attach(cases, queries, writes, episodes, source)
     result = summarise(cases, writes, program.fatal, time.perf_counter() - t0, program.sandbox_s,

@@ -13,7 +13,8 @@
    champion's gain over the best seed with a paired interval, and each rule's choice (with its
    test score when it was tested).
 3. summary.json, best_program.py, and the last lineage event: a TestEvent when the run finished,
-   a StoppedEvent (resumable) when a budget or the endpoint stopped it -- then no test is run.
+   a StoppedEvent (resumable) when a budget, the endpoint or the task's scorer (it failed on every
+   case of an evaluation: mstar.evaluation.ScorerOutage) stopped it -- then no test is run.
    A run ended early by its stop condition (`--patience`) is finished: its champion is chosen and
    tested, and summary.json says why it ended (`early_stop`).
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from mstar.evaluation.records import ScorerOutage
 from mstar.final import champion as champ
 from mstar.final.held_out import SCOPE as TEST_SCOPE
 from mstar.run import events
@@ -32,7 +34,7 @@ from mstar.final.summary import RunSummary, write_summary
 class Stop:
     """Why a run ended before its last step."""
     reason: str
-    kind: str       # "budget" | "endpoint" (resumable, no test) | "patience" (finished early)
+    kind: str       # "budget" | "endpoint" | "scorer" (resumable, no test) | "patience" (finished early)
 
 
 def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint_errors: tuple) -> RunSummary:
@@ -85,7 +87,9 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
                     held.cancel(pid)          # the race confirmed another program
                 tests = held.results(wanted)
         except endpoint_errors as exc:
-            stop = Stop(f"the LLM endpoint failed while the champion was chosen and tested: {exc}", "endpoint")
+            stop = Stop(f"{exc} (while the champion was chosen and tested)", "scorer") \
+                if isinstance(exc, ScorerOutage) else \
+                Stop(f"the LLM endpoint failed while the champion was chosen and tested: {exc}", "endpoint")
             tests = {}
         finally:
             held.close()   # a test the run no longer needs ends here, its unsent calls cancelled
@@ -110,7 +114,8 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
     # The test event is written last: a run is finished exactly when its lineage ends with it.
     evo._event(events.TestEvent(
         program_id=best.program_id, test_score=summary.test_score, per_category=summary.test_per_category,
-        case_errors=test.case_errors if test else 0, best_seed_id=seed.program_id,
+        case_errors=test.case_errors if test else 0, score_errors=test.score_errors if test else 0,
+        best_seed_id=seed.program_id,
         best_seed_test_score=summary.best_seed_test, gain=summary.test_gain, picks=picks,
         llm=evo.router.spent_in(TEST_SCOPE),
         timing={"eval_s": round(test.seconds, 3) if test else 0.0, "chain_calls": test.chain_calls if test else 0,

@@ -19,8 +19,9 @@ class RunSummary:
     failed_iterations: int
     seconds: float
     stop_reason: str | None = None      # why the run ended before its last iteration
-    stop_kind: str | None = None        # "budget" | "endpoint"
-    test_case_errors: int = 0           # test cases left unscored because an LLM call failed
+    stop_kind: str | None = None        # "budget" | "endpoint" | "scorer" (the task's scorer failed throughout)
+    test_case_errors: int = 0           # test cases left unscored: an LLM call or the task's scorer failed
+    test_score_errors: int = 0          # ... of them, those the task's scorer failed on
     best_seed_id: str | None = None     # the seed with the best static score
     best_seed_test: float | None = None # its test score (the same questions as the best program's)
     test_gain: dict | None = None       # best - best seed on test, paired: mean, low, high, n, significant
@@ -44,7 +45,8 @@ def write_summary(evo, best, test, iterations: int, seconds: float, stop_reason:
         test_score=test.mean_score if test else None, test_per_category=test.per_category if test else {},
         iterations=iterations, children_added=children, failed_iterations=max(0, iterations - children),
         seconds=round(seconds, 3), stop_reason=stop_reason, stop_kind=stop_kind,
-        test_case_errors=test.case_errors if test else 0, pick_rule=pick_rule, picks=picks or {},
+        test_case_errors=test.case_errors if test else 0, test_score_errors=test.score_errors if test else 0,
+        pick_rule=pick_rule, picks=picks or {},
         early_stop=early_stop, guesses=_guesses(evo))
     if seed is not None and test is not None and seed_test is not None:
         summary.best_seed_id, summary.best_seed_test = seed.program_id, seed_test.mean_score

@@ -61,8 +61,9 @@ def test_line(summary) -> str:
 
 
 def exit_code(summary) -> int:
-    """0 finished (or stopped by the budget the user set); 3 stopped because the endpoint failed."""
-    return 3 if summary.stop_kind == "endpoint" else 0
+    """0 finished (or stopped by the budget the user set); 3 stopped because the endpoint failed, or
+    the task's scorer did on every case of an evaluation (a service of the scorer's, down as well)."""
+    return 3 if summary.stop_kind in ("endpoint", "scorer") else 0
 
 
 def live_spend(router, cfg, task, evo, *, quiet: bool):

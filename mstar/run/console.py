@@ -120,6 +120,10 @@ def held_out_lines(summary, width: int | None = None) -> list[str]:
     if summary.test_score is None:
         return ["test    not run"]
     head = f"test    {summary.best_id} {summary.test_score:.3f}"
+    unscored = getattr(summary, "test_case_errors", 0)
+    if unscored:   # the score is a mean over the others: said beside it
+        from mstar.run.views import case_errors_text
+        head += f" {case_errors_text(unscored, getattr(summary, 'test_score_errors', 0))}"
     gain = getattr(summary, "test_gain", None)
     if not gain:
         return pack([head, "(the best program is the best seed)"], width, sep=" ")
@@ -189,6 +193,8 @@ def done_lines(summary, root, width: int | None = None, *, cli: bool = True) -> 
             command, hint = resume_command(root, flag, cli=cli), f"the run spent its {flag}; give a larger one"
         else:
             command, hint = resume_command(root, cli=cli), ("with a larger budget" if summary.stop_kind == "budget"
+                                                            else "once the task's scorer works again"
+                                                            if summary.stop_kind == "scorer"
                                                             else "once the endpoint works again")
         lines += labelled("stopped", summary.stop_reason, width)
         lines += pack([f"resume  {command}", f"({hint}); no test evaluation was run, nothing done is lost"],

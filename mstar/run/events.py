@@ -9,7 +9,7 @@ lineage` / `show` / `runs`, the report, the progress printer, the live spend lin
     ConfirmationEvent  before the test, the best programs on more validation items (mstar.final.champion)
     TestEvent       the best program on the held-out test set; a run is finished exactly when
                     its lineage ends with one
-    StoppedEvent    the run stopped before its end (a budget, a failing endpoint); resumable
+    StoppedEvent    the run stopped before its end (a budget, a failing endpoint or scorer); resumable
 
 Older run folders lack some optional keys; `from_dict` fills their defaults. Unknown event kinds
 (written by a later version) come back as None and carry no state.
@@ -30,7 +30,8 @@ class SeedEvent:
     static_score: float = 0.0
     per_category: dict = field(default_factory=dict)
     error: dict | None = None               # the whole-program verdict when the evaluation failed
-    case_errors: int = 0                    # cases whose LLM calls failed (scored apart, not as wrong)
+    case_errors: int = 0                    # cases left unscored: an LLM call or the task's scorer failed
+                                            # (counted apart, not as wrong)
     ingest_errors: int = 0                  # episodes not ingested: an LLM call failed (mstar.evaluation.ingest)
     xray: dict | None = None                # where its static answers were lost (mstar.evaluation.xray.summary)
     llm: dict = field(default_factory=dict)  # the ledger's sums for this step (mstar.llm.ledger)
@@ -112,7 +113,8 @@ class TestEvent:
     program_id: str
     test_score: float | None = None
     per_category: dict = field(default_factory=dict)
-    case_errors: int = 0
+    case_errors: int = 0                     # test cases left unscored: an LLM call or the task's scorer failed
+    score_errors: int = 0                    # ... of them, those the task's scorer failed on
     best_seed_id: str | None = None          # the best seed by static score, scored on the same questions
     best_seed_test_score: float | None = None
     gain: dict | None = None                 # paired difference to it: mean, low, high, n (mstar.final.stats)
@@ -126,7 +128,7 @@ class StoppedEvent:
     KIND: ClassVar[str] = "stopped"
     reason: str
     iteration: int = 0                      # iterations done when it stopped
-    kind: str = "budget"                    # "budget" | "endpoint" | "interrupted"
+    kind: str = "budget"                    # "budget" | "endpoint" | "scorer" | "interrupted"
     llm: dict = field(default_factory=dict)
 
 

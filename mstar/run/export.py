@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import time
 
-from mstar.run.views import RunView
+from mstar.run.views import RunView, case_errors_text
+from mstar.tasks.model import case_scored
 from mstar.run.store import RunFormatError
 
 
@@ -43,8 +44,14 @@ def export_header(view: RunView, program_id: str) -> list[str]:
     ]
     if test is not None:
         cats = ", ".join(f"{k} {v:.3f}" for k, v in (test.get("per_category") or {}).items())
-        lines.append(f"test:     {test.get('mean_score', 0.0):.4f} on {len(test.get('cases', []))} held-out queries"
-                     + (f" ({cats})" if cats else ""))
+        # The mean is over the scored queries only: how many, and why the others are not.
+        cases = test.get("cases") or []
+        scored = sum(1 for c in cases if case_scored(c))
+        errors = sum(1 for c in cases if c.get("llm_error") or c.get("score_error"))
+        unscored = f" {case_errors_text(errors, sum(1 for c in cases if c.get('score_error')))}" if errors else ""
+        lines.append(f"test:     {test.get('mean_score', 0.0):.4f} on "
+                     + (f"{scored} of {len(cases)}" if scored < len(cases) else f"{len(cases)}")
+                     + f" held-out queries{unscored}" + (f" ({cats})" if cats else ""))
     else:
         lines.append("test:     not evaluated (the run scores only its best program on the test set; "
                      "use `mstar eval`)")

@@ -37,10 +37,12 @@ def format_duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-def _errors(n: int, episodes: int = 0) -> str:
-    """Cases left unscored, and episodes not ingested, because an LLM call failed: shown beside
-    the score, never in it."""
-    out = f" [{n} case error{'s' if n != 1 else ''}]" if n else ""
+def _errors(n: int, episodes: int = 0, scorer: int = 0) -> str:
+    """Cases left unscored (an LLM call failed, or the task's scorer did on `scorer` of them, when
+    the event says), and episodes not ingested because an LLM call failed: shown beside the score,
+    never in it."""
+    by = f", {scorer} by the task's scorer" if scorer else ""
+    out = f" [{n} case error{'s' if n != 1 else ''}{by}]" if n else ""
     return out + (f" [{episodes} episode{'s' if episodes != 1 else ''} not ingested]" if episodes else "")
 
 
@@ -156,7 +158,8 @@ class ProgressPrinter:
             self._say(fit(_safe(confirmation_line(ev))[0], self.width, indent=6))
         elif isinstance(ev, ev_types.TestEvent):
             score = f"{ev.test_score:.3f}" if ev.test_score is not None else "-"
-            self._say(pack(_safe(f"test  {ev.program_id:<{self.id_w}} score {score}{_errors(ev.case_errors)}",
+            errors = _errors(ev.case_errors, scorer=ev.score_errors)
+            self._say(pack(_safe(f"test  {ev.program_id:<{self.id_w}} score {score}{errors}",
                                  f"spend {self.spend_text()}"), self.width, indent=6))
         elif isinstance(ev, ev_types.StoppedEvent):
             self._say(fit(_safe(f"stop  after iteration {ev.iteration}: {ev.reason}  spend {self.spend_text()}")[0],

@@ -17,7 +17,7 @@ import html
 import time
 
 from mstar.run import events as ev_types
-from mstar.run.views import LineageNode, RunView, case_errors_text, lineage_tree, unified_diff
+from mstar.run.views import LineageNode, RunView, case_errors_text, lineage_tree, unified_diff, with_score_errors
 from mstar.run.progress import format_count
 from mstar.run.plots import categories_svg, spend_svg, svg_ids_unique, trajectory_svg
 from mstar.run.spend import total
@@ -134,8 +134,10 @@ def _champion(summary: dict) -> str:
 
 
 def _badges(n: LineageNode) -> str:
-    """Markers, and the cases left unscored because an LLM call failed (beside the score, never in it)."""
-    errors = f' <span class="llm-errors">{_e(case_errors_text(n.case_errors))}</span>' if n.case_errors else ""
+    """Markers, and the cases left unscored because an LLM call or the task's scorer failed (beside
+    the score, never in it)."""
+    errors = f' <span class="llm-errors">{_e(case_errors_text(n.case_errors, n.score_errors))}</span>' \
+        if n.case_errors else ""
     return "".join(f'<span class="badge {m}">{m}</span>' for m in n.markers) + errors
 
 
@@ -160,8 +162,9 @@ def _summary(view: RunView, nodes: list[LineageNode]) -> str:
                                      f" (best seed {_score(max((s.static_score for s in seeds), default=None))})"))
     if view.summary:
         errors = view.summary.get("test_case_errors") or 0
+        why = case_errors_text(errors, view.summary.get("test_score_errors") or 0)
         rows.append(("test score", f"{_score(view.summary.get('test_score'))} on the held-out test set"
-                     + (f" <span class='llm-errors'>{_e(case_errors_text(errors))}</span>" if errors else "")))
+                     + (f" <span class='llm-errors'>{_e(why)}</span>" if errors else "")))
         if view.summary.get("picks") or view.summary.get("test_gain"):
             rows.append(("champion", f"chosen by {_e(view.summary.get('pick_rule', 'static'))}<br>"
                                      + _champion(view.summary)))
@@ -170,8 +173,11 @@ def _summary(view: RunView, nodes: list[LineageNode]) -> str:
             rows.append(("confirmation", _confirmation(conf)))
     unscored = sum(n.case_errors for n in nodes)
     if unscored:
-        rows.append(("LLM errors", f"{unscored} case evaluation(s) not scored because an LLM call failed "
-                                   "after its retries; scores are means over the scored cases"))
+        scorer = sum(n.score_errors or 0 for n in nodes)
+        why = "an LLM call failed after its retries" if not scorer else \
+            f"an LLM call failed after its retries or, on {scorer}, the task's scorer failed"
+        rows.append(("unscored cases", f"{unscored} case evaluation(s) not scored because {why}; "
+                                       "scores are means over the scored cases"))
     rows.append(("models", "<br>".join(f"{_e(r)}: {_e(m)}" for r, m in view.models().items())))
     body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
@@ -313,7 +319,7 @@ def _diffs(view: RunView, nodes: list[LineageNode]) -> str:
 
 
 def build_report(view: RunView) -> str:
-    nodes = view.nodes()
+    nodes = with_score_errors(view, view.nodes())
     roots = lineage_tree(nodes)
     sections = {
         "summary": ("Summary", _summary(view, nodes)),

@@ -33,7 +33,8 @@ class LineageNode:
     error: str | None = None             # why it failed, or the whole-program error of its evaluation
     best: bool = False
     children: list["LineageNode"] = field(default_factory=list)
-    case_errors: int = 0                 # cases its evaluation left unscored: an LLM call failed
+    case_errors: int = 0                 # cases its evaluation left unscored: an LLM call or the scorer failed
+    score_errors: int | None = None      # ... of them the task's scorer's (its cases file); None: not read
     evidence: dict | None = None         # paired difference to the parent over the static items
     no_change: bool = False              # every static answer equal to the parent's
 
@@ -89,7 +90,7 @@ def lineage_nodes(events: list, best_id: str | None = None) -> list[LineageNode]
                 ev.iteration, ev.program_id if ok else None, ev.parent_id, ev.status, ev.title,
                 ev.static_score if ok else None, ev.delta if ok else None,
                 _eval_error(ev.eval_error) if ok else _last_error(ev), evidence=ev.evidence if ok else None,
-                no_change=ev.no_change and ok))
+                no_change=ev.no_change and ok, case_errors=ev.case_errors if ok else 0))
     for n in nodes:
         n.best = best_id is not None and n.program_id == best_id
     return nodes
@@ -107,9 +108,28 @@ def lineage_tree(nodes: list[LineageNode]) -> list[LineageNode]:
     return roots
 
 
-def case_errors_text(n: int) -> str:
-    """Cases an evaluation left unscored because an LLM call failed: shown beside the score."""
-    return f"({n} case{'s' if n != 1 else ''} not scored: LLM call failed)"
+def case_errors_text(n: int, score_errors: int | None = None) -> str:
+    """Cases an evaluation left unscored, shown beside the score: an LLM call failed, or the
+    task's own scorer did on `score_errors` of them. The lineage's seed and iteration events carry
+    only the sum; None when the split was not read (its cases file has it)."""
+    head = f"{n} case{'s' if n != 1 else ''} not scored"
+    if score_errors is None:
+        return f"({head}: an LLM call or the task's scorer failed)"
+    if not score_errors:
+        return f"({head}: LLM call failed)"
+    if score_errors >= n:
+        return f"({head}: the task's scorer failed)"
+    return f"({head}: LLM call failed on {n - score_errors}, the task's scorer on {score_errors})"
+
+
+def with_score_errors(view: "RunView", nodes: list[LineageNode]) -> list[LineageNode]:
+    """`nodes` with the scorer's share of their unscored cases, from their static cases files: read
+    only for the nodes that have any, so a run without case errors costs no file."""
+    for n in nodes:
+        if n.case_errors and n.program_id:
+            cases = view.cases(n.program_id, "static") or {}
+            n.score_errors = cases.get("score_errors") if "score_errors" in cases else None
+    return nodes
 
 
 def render_tree(roots: list[LineageNode]) -> list[str]:
@@ -125,7 +145,8 @@ def render_tree(roots: list[LineageNode]) -> list[str]:
     def one(n: LineageNode) -> str:
         score = f"{n.static_score:.3f}" if n.static_score is not None else "  -  "
         delta = f"({n.delta:+.3f})" if n.delta is not None else " " * 8
-        marks = " ".join([f"[{m}]" for m in n.markers] + ([case_errors_text(n.case_errors)] if n.case_errors else []))
+        marks = " ".join([f"[{m}]" for m in n.markers]
+                         + ([case_errors_text(n.case_errors, n.score_errors)] if n.case_errors else []))
         head = f"{n.label:<{width}} {score} {delta} {marks}".rstrip()
         text = f"{head}  {n.title}"
         if n.status in ("failed", "duplicate") and n.error:
@@ -333,4 +354,4 @@ def list_runs(runs_dir: str | Path) -> list[RunOverview]:
 
 
 __all__ = ["FORMAT_VERSION", "LineageNode", "RunOverview", "RunView", "lineage_nodes", "lineage_tree",
-           "list_runs", "open_run", "overview_of", "render_tree", "unified_diff"]
+           "list_runs", "open_run", "overview_of", "render_tree", "unified_diff", "with_score_errors"]

@@ -78,7 +78,8 @@ def case_list(folders: RunFolders, name: str, ref: str, split: str) -> dict:
                      "parent_score": prev, "changed": prev is not None and _scored(c) and prev != c.get("score"),
                      "question": cut(c.get("question")), "answer": cut(c.get("answer"), 200),
                      "expected": cut(c.get("expected"), 200), "error": cut(c.get("error"), 200),
-                     "llm_error": cut(c.get("llm_error"), 200), "corrupt": bool(c.get("corrupt")),
+                     "llm_error": cut(c.get("llm_error"), 200), "score_error": cut(c.get("score_error"), 200),
+                     "corrupt": bool(c.get("corrupt")),
                      "has_attribution": "attribution" in c, "stage": _stage(c)})
     return {"name": name, "program_id": pid, "parent_id": parent, "split": split,
             "parent_has_split": before is not None, "mean_score": data.get("mean_score"),

@@ -21,7 +21,7 @@ function filtered(rows, f) {
 }
 
 function scoreCell(r) {
-  if (r.llm_error) return h("span", {class: "warn", title: r.llm_error}, "not scored");
+  if (r.llm_error || r.score_error) return h("span", {class: "warn", title: r.llm_error || r.score_error}, "not scored");
   if (r.corrupt) return h("span", {class: "muted"}, "n/a");
   return h("span", {class: "num " + (r.score >= 1 ? "up" : r.score === 0 ? "down" : "")}, M.score(r.score));
 }
@@ -123,7 +123,7 @@ M.views.kase = {
       ["cases " + split, M.link.cases(run, id, split)], [qid]]);
     const d = await M.api(M.apiPath.kase(run, id, split, qid));
     const c = d.case, p = d.parent_case;
-    const scored = c.llm_error == null && !c.corrupt;
+    const scored = c.llm_error == null && c.score_error == null && !c.corrupt;
     M.replace(root,
       h("h1", null, "Question ", h("span", {class: "id"}, qid), " · ", h("span", {class: "id"}, id), " on " + split),
       M.kv([["category", c.category], ["score", scored ? M.score(c.score) : "not scored"],
@@ -136,7 +136,8 @@ M.views.kase = {
         h("h3", null, "answer"), M.pre(c.answer, "answer"),
         c.score_details && Object.keys(c.score_details).length ? [h("h3", null, "score details"), M.json(c.score_details)] : null,
         c.error ? [h("h3", {class: "error"}, "error"), M.pre(c.error, "error")] : null,
-        c.llm_error ? [h("h3", {class: "warn"}, "LLM error (not scored)"), M.pre(c.llm_error, "warn")] : null),
+        c.llm_error ? [h("h3", {class: "warn"}, "LLM error (not scored)"), M.pre(c.llm_error, "warn")] : null,
+        c.score_error ? [h("h3", {class: "warn"}, "scorer error (not scored)"), M.pre(c.score_error, "warn")] : null),
       M.section("query", "The query the agent formulated", M.json(c.query)),
       M.section("retrieved", "What read() returned", M.pre(c.retrieved, "retrieved"),
         (c.debug_logs || []).length ? [h("h3", null, "memory debug logs"), M.pre(c.debug_logs.join("\n"))] : null,

@@ -57,7 +57,7 @@ M.views.program = {
       M.kv([
         ["status", d.status + (d.iteration ? ` (iteration ${d.iteration})` : "")],
         ["static score", d.static_score == null ? "–" : [M.score(d.static_score), " ", M.deltaSpan(d.delta),
-          d.case_errors ? h("span", {class: "warn"}, ` (${d.case_errors} not scored: LLM call failed)`) : null]],
+          d.case_errors ? h("span", {class: "warn"}, ` (${d.case_errors} not scored: an LLM call or the task's scorer failed)`) : null]],
         ["parent", d.parent_id ? [M.a(M.link.program(run, d.parent_id), d.parent_id, "id"),
           ` static ${M.score(d.parent_static_score)}; rotating batch ${M.score(d.rotating_score)}` +
           (d.failed_case_ids && d.failed_case_ids.length ? "; cases shown to the reflector: " +

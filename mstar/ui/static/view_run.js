@@ -74,7 +74,7 @@ function lineagePanel(d, view) {
     tog, depth > MAX_INDENT ? h("span", {class: "muted"}, `[depth ${depth}]`) : null,
     M.a(M.link.program(d.name, n.id), n.id, "id node"),
     h("span", {class: "num"}, M.score(n.static_score)), M.deltaSpan(n.delta), M.badges(n.markers),
-    n.case_errors ? h("span", {class: "warn"}, `(${n.case_errors} not scored: LLM call failed)`) : null,
+    n.case_errors ? h("span", {class: "warn"}, `(${n.case_errors} not scored: an LLM call or the task's scorer failed)`) : null,
     h("span", {class: "title"}, n.title || ""), M.interval(n.evidence),
     n.error && (n.status === "failed" || n.status === "duplicate") ? h("span", {class: "muted"}, "-- " + n.error) : null));
     if (!folded) for (let i = children.length - 1; i >= 0; i--) stack.push([children[i], depth + 1]);
