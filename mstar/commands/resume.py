@@ -1,8 +1,9 @@
 """`mstar resume RUN`: continue a run that stopped before it finished (see mstar/run/resume.py).
 
-A thin shell over `mstar.resume` (mstar/library/launch.py, resuming.py): a run stopped by its
-budget goes on only with a larger one for the flag that stopped it; the endpoints are checked
-with one call per role first, as `mstar evolve` does; Ctrl-C, SIGTERM and a full disk end it with
+A thin shell over `mstar.resume` (mstar/library/launch.py, resuming.py), which makes every check
+before the folder changes: a run stopped by its budget goes on only with a larger one for the
+flag that stopped it; a finished run is not resumed (more --iterations are refused); the
+endpoints are checked with one call per role first, as `mstar evolve` does; Ctrl-C, SIGTERM and a full disk end it with
 one line (mstar/library/exits.py). Temp files a killed process left in the folder are removed."""
 from __future__ import annotations
 
@@ -32,11 +33,6 @@ def cmd_resume(args) -> int:
     from mstar.run.resume import load_state
     from mstar.run.store import RunFormatError, RunLockedError, RunStore, find_run
 
-    for flag in ("max_usd", "max_tokens"):
-        value = getattr(args, flag)
-        if value is not None and not value > 0:
-            print(f"mstar: --{flag.replace('_', '-')} {value}: give a budget above 0", file=sys.stderr)
-            return 2
     try:
         store = RunStore(find_run(args.run, args.runs_dir))
         load_state(store)  # read-only checks first: never lock a folder that is not a run

@@ -7,9 +7,11 @@
   llm_options.py  the LLM options every command shares                     secrets stay in the environment
   launch.py       checks, then the run (new or resumed), its listeners     nothing spent and no folder made
                                                                             before every check passed
-  resuming.py     what a resume may change; the loop rebuilt from a folder  never spends past a budget
+  resuming.py     what a resume may change; the loop rebuilt from a folder  never spends past a budget; a refused
+                                                                            resume leaves the folder as it was
   task_files.py   which task a run uses; a Python task kept in its run     the task a run resumes with is the one
                                                                             it began with (the split is checked)
+  task_match.py   a task given again against the one the run saved         what was scored does not change mid-run
   run_handle.py   Run and Champion: a run folder as objects                 read from the folder, never cached state
   printing.py     the console lines of a run's start and end
   exits.py        Ctrl-C, SIGTERM, a full disk: one line, resumable         in Python the process is never ended

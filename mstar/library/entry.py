@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mstar.library.errors import SetupError
-from mstar.library.options import namespace_from_keywords, option_defaults
+from mstar.library.options import OptionError, namespace_from_keywords, option_defaults
 from mstar.library.run_handle import Run
 from mstar.tasks import Task
 
@@ -60,14 +60,18 @@ def resume(path: str | Path, *, task: Task | None = None, on_event: Callable[[An
            quiet: bool = False, no_preflight: bool = False) -> Run:
     """Continue a run that stopped (Ctrl-C, a crash, its budget, an endpoint) where it stopped.
     `task`: the Task the run began with, when it was defined in Python with a scorer that cannot
-    be imported by name (mstar/library/task_files.py). Other keywords as `mstar resume`."""
+    be imported by name (mstar/library/task_files.py); it must be that task in all the run scores
+    (episodes, queries, gold answers, metric or scorer), else SetupError names the differences.
+    Other keywords as `mstar resume`. Every check comes before the folder changes: a resume
+    refused (SetupError) leaves it as it was. A finished run is not resumed: iterations= more
+    than it did is refused; without, it is returned as it is. OptionError for a mistyped keyword."""
     from mstar.library.launch import resume_folder
     from mstar.run.resume import load_state
     from mstar.run.store import RunFormatError, RunLockedError, RunStore, find_run
 
-    for name, value in (("max_usd", max_usd), ("max_tokens", max_tokens)):
-        if value is not None and not value > 0:
-            raise SetupError(f"{name}={value}: give a budget above 0")
+    _check_types(max_usd=(max_usd, float), max_tokens=(max_tokens, int), iterations=(iterations, int))
+    if task is not None and not isinstance(task, Task):
+        raise SetupError(f"task= takes the mstar.Task the run began with, got {type(task).__name__}")
     try:
         store = RunStore(find_run(str(path)))
         load_state(store)  # read-only checks first: never lock a folder that is not a run
@@ -82,6 +86,18 @@ def resume(path: str | Path, *, task: Task | None = None, on_event: Callable[[An
     finally:
         store.release_lock()
     return Run(store.root)
+
+
+def _check_types(**values) -> None:
+    """The types `mstar resume`'s parser gives its flags (their ranges are checked with the
+    run, on the one code path: mstar/library/resuming.py); OptionError naming the keyword."""
+    for name, (value, kind) in values.items():
+        if value is None:
+            continue
+        ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+        if not ok:
+            what = "a number" if kind is float else "an integer"
+            raise OptionError(f"mstar.resume: {name} must be {what}, got {value!r}")
 
 
 def open_run(path: str | Path) -> Run:

@@ -105,6 +105,8 @@ def _checked_run(cfg, task, task_obj, store, ns, guard, on_event, trackers):
         store.write_config(cfg.to_dict())
         if task_obj is not None:
             save_task(store, task)
+    except FileExistsError as exc:   # made meanwhile (check_new passed): by another run, or by hand
+        raise SetupError(str(exc)) from None
     except OSError as exc:
         if disk_problem(exc) is None:
             raise
@@ -258,29 +260,35 @@ def resume_folder(store: RunStore, *, task_obj=None, cli: bool, quiet: bool = Fa
 
 
 def _resume(store, task_obj, *, cli, quiet, max_usd, max_tokens, iterations, no_preflight, on_event):
-    from mstar.library.resuming import prepare_resume, resume_run
+    from mstar.library.resuming import iteration_costs, prepare_resume, resume_run, start_resume
     from mstar.library.wiring import attach_store, live_display, make_router, seed_ids
     from mstar.run import events as ev_types
     from mstar.run.live_spend import both
     from mstar.run.progress import ProgressPrinter
     from mstar.run.resume import prior_spend
 
-    prepared = prepare_resume(store, max_usd=max_usd, max_tokens=max_tokens, iterations=iterations, cli=cli)
-    if prepared is None:
+    resumable = prepare_resume(store, task_obj=task_obj, max_usd=max_usd, max_tokens=max_tokens,
+                               iterations=iterations, cli=cli)
+    if resumable is None:
         return None
-    state, cfg = prepared
-    task = task_for_run(task_obj, cfg, store=store)
+    state, cfg = resumable.state, resumable.config
     _warm_sandbox(cfg)
+    checker = None
     if not no_preflight:
         checker = make_router(cfg)  # its own router: its calls go to the folder before the run's
         from mstar.library.prechecks import preflight
         code = preflight(checker, quiet=quiet)
-        attach_store(checker, store)   # the run's ledger is rebuilt from the folder (preload_usage)
-        checker.close()
-        if code is not None:
+        if code is not None:   # refused like every other check: the folder is left as it was
+            checker.close()
             raise SetupError("", code)
+    try:
+        start_resume(store, resumable)
+        if checker is not None:
+            attach_store(checker, store)   # the run's ledger is rebuilt from the folder (preload_usage)
+    finally:
+        if checker is not None:
+            checker.close()
     router = make_router(cfg)
-    from mstar.library.resuming import iteration_costs
     router.ledger.budget.prime(iteration_costs(state.events))
     live = live_display(router, quiet)
     lost = attach_store(router, store, live)
@@ -295,7 +303,7 @@ def _resume(store, task_obj, *, cli, quiet, max_usd, max_tokens, iterations, no_
         progress.before_line = live.pause
     callback = both(progress, *listeners(on_event, []))
     try:
-        summary = resume_run(store, state, task, router, progress=callback)
+        summary = resume_run(store, resumable, router, progress=callback)
     finally:
         if live is not None:
             live.stop()

@@ -6,14 +6,18 @@ load it by, so its data go into the run folder (task.json, the JSON task format)
 is named by import path when it has one ("package.module:function"); `mstar.resume(path)` then
 rebuilds it. A scorer with no import path (a lambda, a function of a script's `__main__` or a
 notebook) cannot be found again: resume such a run with the task, `mstar.resume(path, task=task)`.
-Either way the task must be the one the run began with: the saved split is checked against it.
+Either way the task must be the one the run began with: a task given again is compared with the
+saved task.json (or, for a run begun by name, with the task that name loads) in everything the
+run scores (mstar/library/task_match.py), and the saved split is checked against it.
 """
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 
 from mstar.library.errors import SetupError
+from mstar.library.task_match import describe, task_differences, task_record
 from mstar.tasks import Task, TaskError, load_task, prepare_task, task_from_dict
 
 TASK_FILE = "task.json"
@@ -39,25 +43,39 @@ def task_for_run(task_obj, cfg, store=None) -> Task:
 
 
 def save_task(store, task: Task) -> None:
-    data = task.to_dict()
-    if task.scorer is not None:
-        data["metric"] = "token_f1"             # the JSON format names built-in metrics only
-        data["scorer"] = {"label": task.metric_name, "ref": scorer_ref(task.scorer)}
-    store.write_json(TASK_FILE, data)
+    store.write_json(TASK_FILE, task_record(task))
 
 
-def scorer_ref(fn) -> str | None:
-    """"module:qualname" when the function can be imported by it again, else None."""
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-    if not module or module == "__main__" or "<" in qualname:
-        return None
+def resumed_task(task_obj, cfg, store) -> Task:
+    """The task a resumed run goes on with, checked: loaded the way the run began (task.json, or
+    its name), or `task_obj` -- which must then be that task in everything the run scores
+    (mstar/library/task_match.py). SetupError naming the first differences; nothing is written."""
+    task = task_for_run(task_obj, cfg, store=store)
+    if task_obj is None:
+        return task
+    began, where = _task_began_with(cfg, store)
+    differences = task_differences(began, task) if began is not None else []
+    if differences:
+        raise SetupError(f"task {task.name!r} is not the task {store.root} began with ({where}): "
+                         f"{describe(differences)}; resume with the task the run began with")
+    return task
+
+
+def _task_began_with(cfg, store) -> tuple[dict | None, str]:
+    """The record of the task the run began with, and where it comes from; (None, "") when there
+    is none to compare with."""
+    from mstar.run.store import RunFormatError, dumps
+    if cfg.task.startswith(PYTHON_PREFIX):
+        try:
+            data = store.read_json(TASK_FILE)
+        except RunFormatError:   # missing: the task given is the only one there is (see load_saved_task)
+            return None, ""
+        return (data, str(store.root / TASK_FILE)) if isinstance(data, dict) else (None, "")
     try:
-        obj = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError):
-        return None
-    return f"{module}:{qualname}" if obj is fn else None
+        named = task_for_run(None, cfg)
+    except Exception:   # a module named by --task is the user's code and may raise anything: the
+        return None, ""  # name cannot be loaded here (why the task was given), so only the split is checked
+    return json.loads(dumps(task_record(named))), f"task {cfg.task!r} loaded again"
 
 
 def load_saved_task(store) -> Task:

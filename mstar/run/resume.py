@@ -133,6 +133,14 @@ def rebuild(evo, state: RunState, store: RunStore) -> None:
             evo.prior_confirmation = ev
 
 
+def check_sources(state: RunState, store: RunStore) -> None:
+    """RunFormatError when a program the lineage records has no source: checked before a resume
+    writes anything, not found by `rebuild` after the folder was changed."""
+    for ev in state.events:
+        if isinstance(ev, ev_types.SeedEvent) or (isinstance(ev, ev_types.IterationEvent) and ev.added_child):
+            _source(store, ev.program_id)
+
+
 def _source(store: RunStore, program_id: str) -> str:
     source = store.read_program(program_id)
     if source is None:
