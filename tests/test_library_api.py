@@ -79,6 +79,14 @@ def test_a_python_task_with_its_own_scorer_runs_and_its_champion_is_exported_and
     assert mstar.open_run(tmp_path / "run").champion == best
 
 
+def test_a_champion_that_is_the_best_seed_carries_its_own_test_as_the_best_seed_s(tmp_path):
+    run = mstar.evolve(editors_task(), out=tmp_path / "run", **{**SMALL, "iterations": 0})
+    best = run.champion
+    assert run.status == "finished" and best.id.startswith("seed_") and best.test is not None
+    assert (best.best_seed, best.best_seed_test, best.vs_best_seed) == (best.id, best.test, None)
+    assert best.test - best.best_seed_test == 0.0 and best.gain_holds is None
+
+
 def test_the_cli_and_the_api_write_identical_lineages(tmp_path):
     from mstar.cli import main
 

@@ -26,7 +26,7 @@ class Champion:
     confirmed_items: int | None = None   # ... over this many items
     test: float | None = None            # on the held-out test queries (None until the test ran)
     best_seed: str | None = None         # the best seed, tested on the same questions
-    best_seed_test: float | None = None
+    best_seed_test: float | None = None  # == test when the champion is the best seed
     vs_best_seed: dict | None = None     # test gain over it, paired: mean, low, high, n, significant
     rule: str = "static"                 # how it was chosen: "confirmed" (the race) or "static"
 
@@ -106,8 +106,11 @@ class Run:
         confirmed = (conf.scores or {}).get(pid, {}) if conf is not None else {}
         kwargs: dict[str, Any] = {}
         if test is not None and test.program_id == pid:
+            # A champion that is the best seed was tested once: its test is the best seed's (a gain
+            # over itself is not measured: vs_best_seed stays None).
+            seed_test = test.test_score if test.best_seed_id == pid else test.best_seed_test_score
             kwargs = dict(test=test.test_score, best_seed=test.best_seed_id,
-                          best_seed_test=test.best_seed_test_score, vs_best_seed=test.gain)
+                          best_seed_test=seed_test, vs_best_seed=test.gain)
         return Champion(pid, source, node.static_score if node else None, confirmed.get("union"),
                         confirmed.get("n"), rule=(self.summary or {}).get("pick_rule", "static"), **kwargs)
 
