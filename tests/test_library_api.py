@@ -87,6 +87,23 @@ def test_a_champion_that_is_the_best_seed_carries_its_own_test_as_the_best_seed_
     assert best.test - best.best_seed_test == 0.0 and best.gain_holds is None
 
 
+def test_a_run_s_task_json_given_as_a_task_file_is_scored_by_the_run_s_own_scorer(tmp_path):
+    from mstar.tasks import TaskError, load_task
+    run = mstar.evolve(editors_task(), out=tmp_path / "run", **{**SMALL, "iterations": 0})
+    again = load_task(str(tmp_path / "run" / "task.json"))
+    assert again.scorer.__name__ == "names_only_the_answer" and again.metric_name == "names_only_the_answer"
+    # mstar eval with that file scores as the run did (token_f1, the file's metric field, would not).
+    from mstar.cli import main
+    assert main(["eval", str(run.export(tmp_path / "best.py")), "--task", str(tmp_path / "run" / "task.json"),
+                 "--json", "--cases-out", str(tmp_path / "cases.json")]) == 0
+    scored = json.loads((tmp_path / "cases.json").read_text())
+    assert (scored["metric"], scored["mean_score"]) == ("names_only_the_answer", run.champion.test)
+    mstar.evolve(editors_task(scorer=lambda a, q: float(q.answer in a)), out=tmp_path / "lam",
+                 **{**SMALL, "iterations": 0})
+    with pytest.raises(TaskError, match="cannot be imported again"):
+        load_task(str(tmp_path / "lam" / "task.json"))
+
+
 def test_the_cli_and_the_api_write_identical_lineages(tmp_path):
     from mstar.cli import main
 

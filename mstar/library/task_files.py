@@ -12,13 +12,12 @@ run scores (mstar/library/task_match.py), and the saved split is checked against
 """
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import json
 
 from mstar.library.errors import SetupError
 from mstar.library.task_match import describe, task_differences, task_record
 from mstar.tasks import Task, TaskError, load_task, prepare_task, task_from_dict
+from mstar.tasks.jsonfile import with_recorded_scorer
 
 TASK_FILE = "task.json"
 PYTHON_PREFIX = "python:"
@@ -92,17 +91,8 @@ def load_saved_task(store) -> Task:
     task = task_from_dict(data, str(store.root / TASK_FILE))
     if scorer is None:
         return task
-    ref = scorer.get("ref")
-    if not ref:
-        raise TaskError("this run's task has a scorer that cannot be imported again (a lambda, or a function "
-                        "of a script or notebook); resume it from Python with the same task: "
-                        f"mstar.resume({str(store.root)!r}, task=task)")
-    module, _, qualname = ref.partition(":")
     try:
-        fn = importlib.import_module(module)
-        for part in qualname.split("."):
-            fn = getattr(fn, part)
-    except (ImportError, AttributeError) as exc:
-        raise TaskError(f"this run's scorer {ref} cannot be imported ({exc}); resume from Python with "
-                        "the task: mstar.resume(path, task=task)") from None
-    return dataclasses.replace(task, scorer=fn, metric_name=scorer.get("label") or task.metric_name)
+        return with_recorded_scorer(task, scorer, "this run's task")
+    except TaskError as exc:
+        raise TaskError(f"{exc}; resume it from Python with the same task: "
+                        f"mstar.resume({str(store.root)!r}, task=task)") from None

@@ -5,10 +5,17 @@
      "validation": [{"id": str, "question": str, "answer": str | number,
                      "category": str | null?, "meta": {...}?,
                      "evidence": str | [str | {"text", "episode"?}]?}, ...],
-     "test":       [same as validation]}
+     "test":       [same as validation],
+     "scorer":     {"ref": "package.module:function" | null, "label": str}?}
+
+"scorer" is what a run folder's task.json records of a task defined in Python with its own scorer
+(mstar/library/task_files.py): the file is scored by that function, imported again -- never by the
+metric field beside it, which would give other scores than the run's.
 """
 from __future__ import annotations
 
+import dataclasses
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -81,4 +88,24 @@ def task_from_dict(data: Any, source: str, default_name: str = "task") -> Task:
 def load_json_task(path: str | Path) -> Task:
     """Load a task file in the JSON task format."""
     path = Path(path)
-    return task_from_dict(read_json(path), str(path), default_name=path.stem)
+    data = read_json(path)
+    scorer = data.pop("scorer", None) if isinstance(data, dict) else None
+    task = task_from_dict(data, str(path), default_name=path.stem)
+    return task if scorer is None else with_recorded_scorer(task, scorer, str(path))
+
+
+def with_recorded_scorer(task: Task, record: Any, source: str) -> Task:
+    """`task` scored by the function a "scorer" record names, imported again. TaskError when it has
+    none to import (a lambda, a function of a script or a notebook) or the import fails."""
+    ref = record.get("ref") if isinstance(record, dict) else None
+    if not ref:
+        raise TaskError(f"{source}: its scorer cannot be imported again (a lambda, or a function of a script or "
+                        "notebook, has no import path); score this task from Python with that scorer")
+    module, _, qualname = str(ref).partition(":")
+    try:
+        fn = importlib.import_module(module)
+        for part in qualname.split("."):
+            fn = getattr(fn, part)
+    except (ImportError, AttributeError) as exc:
+        raise TaskError(f"{source}: its scorer {ref} cannot be imported ({exc})") from None
+    return dataclasses.replace(task, scorer=fn, metric_name=record.get("label") or task.metric_name)
