@@ -94,7 +94,8 @@ def add_evolve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-usd", type=float, default=None,
                    help="hard budget in dollars: the run stops at an iteration boundary (warnings at 50%% and 80%%)")
     p.add_argument("--max-tokens", type=int, default=None, help="hard budget in billed tokens, like --max-usd")
-    p.add_argument("--quiet", action="store_true", help="print only the final summary")
+    p.add_argument("--quiet", action="store_true",
+                   help="print the run's header and its end only: no line per program, no live display")
     p.add_argument("--track", default=None, metavar="NAME[,NAME]",
                    help="also log the run to an experiment tracker: mlflow (the [mlflow] extra; a SQLite "
                         "store in ./mlruns/ unless MLFLOW_TRACKING_URI says otherwise) and/or wandb (the [wandb] "
