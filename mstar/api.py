@@ -53,6 +53,7 @@ class MemoryProgram(SandboxedProgram):
         None to use the store's own). `namespace` picks one knowledge base of the store (a user,
         an agent). Same kwargs as the class, plus `on_warning` (a callable taking one line).
         The same store can be served over MCP with `mstar serve`; one process holds a namespace
-        at a time."""
+        at a time, and the handle holds its namespaces until it is closed (however long it idles:
+        `idle_close_s` is the server's, refused here)."""
         from mstar.memory.service import StoredMemory
         return StoredMemory.open(path, store=store, namespace=namespace, **kwargs)

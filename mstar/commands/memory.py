@@ -2,13 +2,14 @@
 what it holds, and move its memory to a better program (mstar/memory/migrate.py).
 
 list, get and export read the logs (refused while a server holds the namespace: use its tools);
-forget rewrites them (mstar/memory/compact.py) -- the next open replays what is left; import
-remembers an export's texts with the store's program (the LLM options as for `mstar evolve`)."""
+forget erases entries as the server does -- the kept ones replayed with the store's program, which
+may ask the toolkit LLM again (mstar/memory/replay.py), so it takes the LLM options -- and `--all`
+removes a namespace's files; import remembers an export's texts with the store's program (the LLM
+options as for `mstar evolve`)."""
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 
@@ -53,6 +54,7 @@ def register(sub) -> None:
     how.add_argument("--matching", metavar="TEXT", help="every entry holding TEXT (any case); `list --contains` "
                                                         "shows which first")
     how.add_argument("--all", action="store_true", help="the namespace whole (its files and folder)")
+    add_llm_args(fg)    # by id or text the kept entries are replayed, and may ask the toolkit LLM again
     ex = op("export", "a namespace's texts as JSON lines (what import takes back)", cmd_export)
     ex.add_argument("--out", default=None, metavar="FILE", help="write here (default: stdout)")
     im = op("import", "remember an export's texts (ids kept: importing twice writes each once)", cmd_import)
@@ -203,43 +205,69 @@ def cmd_get(args) -> int:
 
 def cmd_forget(args) -> int:
     from mstar.memory import compact
-    from mstar.memory.entries import check_needle, matches
+    from mstar.memory.entries import check_needle
     from mstar.memory.log import LogError
     from mstar.memory.store import StoreError, upgrade
     try:
         path = _namespace_log(args)
         if not path.is_file():
             return _fail(f"the store has no namespace {args.namespace!r}")
-        upgrade(path.parent.parent.parent)        # a forget leaves seq gaps: a version 2 log
         if args.all:
+            upgrade(path.parent.parent.parent)    # the version this mstar writes
             count = compact.remove_files(path)
             held = f"{count} entries" if count is not None else "its log was damaged"
             print(f"forgot namespace {args.namespace!r} ({held}); its files are gone")
             return 0
-        if args.matching is not None:
-            needle = check_needle(args.matching)
-            gone = compact.forget_in_file(path, lambda rec: matches(rec, needle))
-        else:
-            wanted = set(args.ids)
-            gone = compact.forget_in_file(path, lambda rec: rec.entry_id in wanted)
+        needle = check_needle(args.matching) if args.matching is not None else None
     except (StoreError, LogError, OSError) as exc:
         return _fail(f"{exc}; nothing was forgotten" if isinstance(exc, OSError) else exc)
-    missing = sorted(set(args.ids or ()) - {r.entry_id for r in gone})
-    print(f"forgot {len(gone)} entr{'y' if len(gone) == 1 else 'ies'} of {args.namespace!r}"
-          + (f" ({', '.join(r.entry_id for r in gone)})" if gone else "")
-          + (f"; not there: {', '.join(missing)}" if missing else ""))
+    return _forget_entries(args, needle)
+
+
+def _no_toolkit(messages: list) -> str:
+    raise RuntimeError("no toolkit LLM was given (pass the LLM options the store is served with, "
+                       "or --offline-role toolkit)")
+
+
+def _forget_entries(args, needle: str | None) -> int:
+    """Forget by ids or by text as the server does (mstar/memory/namespace.py): the kept entries
+    are replayed with the store's program, and a write() that asks the toolkit LLM something new
+    once the forgotten entries are gone asks the live one. Without LLM options that is refused
+    rather than answered by the offline backend, whose replies would replace the real ones."""
+    from mstar.commands.llm_flags import resolve_llm
+    from mstar.commands.serve import _say
+    from mstar.llm.router import LLMRouter
+    from mstar.llm.types import LLMError
+    from mstar.memory.service import MemoryService
+    from mstar.memory.store import StoreError
+    try:
+        router = LLMRouter.from_config(resolve_llm(args), on_warning=lambda w: _say(f"mstar: warning: {w}"))
+    except (LLMError, ValueError) as exc:
+        return _fail(exc)
+    given = any((args.base_url, args.model, args.config, args.offline_role, args.llm_overrides))
+    try:
+        with MemoryService(args.store, None, llm=router, toolkit_llm=router if given else _no_toolkit,
+                           max_open=1, on_warning=lambda w: _say(f"mstar: warning: {w}")) as service:
+            done = (service.forget_matching(needle, args.namespace) if needle is not None
+                    else service.forget(args.ids, args.namespace))
+    except StoreError as exc:
+        return _fail(exc)
+    finally:
+        router.close()
+    print(f"forgot {len(done.ids)} entr{'y' if len(done.ids) == 1 else 'ies'} of {args.namespace!r}"
+          + (f" ({', '.join(done.ids)})" if done.ids else "")
+          + (f"; not there: {', '.join(done.missing)}" if done.missing else ""))
     return 0
 
 
 def cmd_export(args) -> int:
-    from mstar.memory.entries import export_lines
+    from mstar.memory.entries import export_lines, write_export
     from mstar.memory.log import LogError
     from mstar.memory.store import StoreError
-    from mstar.run.store import atomic_write_text
     try:
         text = "".join(export_lines(_records(args)))
         if args.out:
-            atomic_write_text(Path(args.out), text)
+            write_export(args.out, text)          # 0600: it holds every raw text
         else:
             sys.stdout.write(text)
     except (StoreError, LogError, OSError) as exc:

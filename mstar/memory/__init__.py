@@ -12,20 +12,24 @@ commands (`mstar serve`, `mstar memory`) are thin shells over it.
                                                                            seqs only rise (a forget leaves gaps)
   compact.py    forgetting as erasure: the log rewritten without the       copy, fsync, rename, fsync dir: a crash
                 forgotten entries; a namespace's files removed             leaves the old log or the new, never half
-  entries.py    what a namespace holds as its user sees it: entries,       ids are never given twice; an export is
-                pages, text match, ids, the export format                  what a fresh store takes back
+  replay.py     a log replayed into a fresh worker: at open (replies       a forget keeps no reply written from a
+                from the log) and for a forget (re-recorded: a prompt      forgotten text; a live call that fails
+                the forgotten entries changed asks the live toolkit)       refuses the forget, nothing changed
+  entries.py    what a namespace holds as its user sees it: entries,       ids are never given twice; a match looks
+                pages, text match, ids, the export format                  at texts and values, never field names;
+                                                                           an export (0600) is what a store takes back
   tape.py       the toolkit LLM of a stored memory: replies recorded       replay calls no LLM; nothing of the
-                during a write, served back on replay                      program's state leaves the worker
-  store.py      the store folder: program + hash, format version,          one store = one program; namespace
-                namespaces; name rules                                     names never walk out of the folder
+                during a write, served back on replay or re-recorded       program's state leaves the worker
+  store.py      the store folder: program + hash, format version,          one store = one program, made whole or
+                namespaces; name rules                                     not at all; names never walk out of it
   namespace.py  one namespace: log + sandbox worker; open = replay;        writes apply in log order; reads run
                 remember (retry-safe with an id), recall, forget           concurrently, never beside a write; a
                                                                            forget swaps in a replayed worker whole
   pool.py       the open namespaces: opened on first use, at most N,       a bound on workers and memory; a lost
-                idle ones closed                                           worker is reopened from its log
+                idle ones closed (the server's --idle-close)               worker is reopened from its log
   service.py    MemoryService (a store in use, what the server serves)     a failed extraction is an error, never
-                and StoredMemory (what MemoryProgram.open returns):        an entry
-                remember, recall, entries, forget, export, import
+                and StoredMemory (what MemoryProgram.open returns):        an entry; looking makes no namespace; a
+                remember, recall, entries, forget, export, import          handle keeps its namespaces while open
   migrate.py    re-ingest a store's texts with a better program            fresh extractions; the old store is
                 (`mstar memory migrate`)                                   only read; a failed one stops it, resumably
   server.py     the MCP server (official `mcp` SDK, the [serve] extra):    HTTP on loopback by default; elsewhere

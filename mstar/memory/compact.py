@@ -7,12 +7,15 @@ never edited in place; a forget
   2. renames it over `log.jsonl` and fsyncs the folder: the one step that makes the forget
      happen. The old file (with the forgotten text) has no name from then on, and its blocks are
      freed when its descriptor closes, right after;
-  3. (mstar.memory.namespace) swaps in a worker replayed from the kept entries.
+  3. (mstar.memory.namespace) swaps in the worker that rebuilt the kept entries (built before
+     step 1, so that the copy holds the entries as rebuilt).
 A crash before step 2 leaves the old log and at most a `.compact` leftover, which holds kept
 lines only and is deleted when the log is next opened (mstar.memory.log); a crash after it
 leaves the new log. Either way every acknowledged entry that was not forgotten is there, and an
-acknowledged forget stays done. Kept lines are written byte for byte as they were (same seq,
-id, checksum): entries keep their ids, and seqs keep rising from the last one.
+acknowledged forget stays done. The kept lines are the entries as the forget's replay rebuilt
+them (mstar.memory.replay): same seq, id, time, text and item, so entries keep their ids and seqs
+keep rising from the last one; a line's toolkit replies and write() error are the ones of that
+replay, and a line whose replay changed neither keeps its bytes.
 
 Forgetting a whole namespace removes its files and folder (the log last but one, the folder
 last), then syncs `namespaces/`.
@@ -23,7 +26,6 @@ import fcntl
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from mstar.memory.log import (LogBusyError, LogError, LogRecord, WriteLog, compact_path, encode_record,
                               fsync_dir)
@@ -97,20 +99,6 @@ def remove(log: WriteLog) -> None:
     except OSError:
         pass                  # something else in it (not ours): the log is gone all the same
     fsync_dir(folder.parent)
-
-
-def forget_in_file(path: Path, select: Callable[[LogRecord], bool]) -> list[LogRecord]:
-    """Forget the selected entries of a log no process holds (the CLI's forget): LogBusyError
-    while a server has the namespace open."""
-    log = WriteLog(path)
-    log.open()
-    try:
-        gone = [rec for rec in log.records if select(rec)]
-        if gone:
-            install(log, prepare(log, [rec for rec in log.records if not select(rec)]))
-        return gone
-    finally:
-        log.close()
 
 
 def remove_files(path: Path) -> int | None:

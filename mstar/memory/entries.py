@@ -1,5 +1,5 @@
-"""What a namespace holds, as its user sees it: entries, pages of them, a text match, ids, and
-the export format.
+"""What a namespace holds, as its user sees it: entries, pages of them, a text match (in the raw
+text or the item's values, never its field names), ids, and the export format.
 
 An entry is one acknowledged write: its id, its place in the log (seq), when it was
 acknowledged, the raw text and the KnowledgeItem the program's write() received. Its id is the
@@ -7,14 +7,15 @@ client's (`remember(..., id=...)`: a retry with the same id is answered from the
 written again) or one the store made (`mem-` and 20 hex digits); entries of logs written before
 ids existed are `seq-<seq>`.
 
-An export is JSON Lines, one entry a line, in log order: {"text", "id", "at"}. The texts are
-what a store takes back (`mstar memory import`, `StoredMemory.import_jsonl`): each is extracted
-again with the importing store's program, under the same id, so importing a file twice writes
-each entry once.
+An export is JSON Lines, one entry a line, in log order: {"text", "id", "at"}; a file is written
+0600 like the store's own files (it holds every raw text). The texts are what a store takes back
+(`mstar memory import`, `StoredMemory.import_jsonl`): each is extracted again with the importing
+store's program, under the same id, so importing a file twice writes each entry once.
 """
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -69,11 +70,25 @@ def check_id(value: object, what: str = "id") -> str:
 
 
 def matches(rec: LogRecord, needle: str) -> bool:
-    """`needle` (any case) is in the raw text or in one of the KnowledgeItem's texts."""
+    """`needle` (any case) is in the raw text or in one of the KnowledgeItem's values -- not its
+    field names, nor the JSON around them: "content" must not match every entry of a program
+    whose item has a `content` field."""
     folded = needle.casefold()
-    if folded in rec.text.casefold():
-        return True
-    return folded in json.dumps(rec.item, ensure_ascii=False).casefold()
+    return any(folded in text.casefold() for text in (rec.text, *_values(rec.item)))
+
+
+def _values(value: object) -> Iterator[str]:
+    """The texts (and numbers) an item holds, at any depth, each on its own: a match never spans two."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for inner in value.values():
+            yield from _values(inner)
+    elif isinstance(value, (list, tuple)):
+        for inner in value:
+            yield from _values(inner)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield str(value)
 
 
 def check_needle(needle: object) -> str:
@@ -97,6 +112,27 @@ def page(namespace: str, records: list[LogRecord], offset: int = 0, limit: int =
 def export_lines(records: Iterable[LogRecord]) -> Iterator[str]:
     for rec in records:
         yield json.dumps({"text": rec.text, "id": rec.entry_id, "at": rec.at}, ensure_ascii=False) + "\n"
+
+
+def write_export(path: str | Path, text: str) -> None:
+    """Write an export as the store keeps its files (0600): it holds every raw text. Written whole
+    or not at all (a temporary file beside it, renamed)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), 0o600)       # a leftover of an earlier try keeps its mode otherwise
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def read_export(source: str | Path | IO[str]) -> list[tuple[str, str | None]]:

@@ -108,13 +108,7 @@ class WriteLog:
 
     def open(self) -> list[LogRecord]:
         """Lock the file (created when missing) and read it; returns the records."""
-        created = not self.path.exists()
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LogBusyError(f"{self.path} is open in another process (or another handle of this one)") from None
+        fd, created = self._lock()
         try:
             if created:  # the new name must survive a crash too
                 fsync_dir(self.path.parent)
@@ -129,6 +123,29 @@ class WriteLog:
             raise
         self._fd = fd
         return self.records
+
+    def _lock(self) -> tuple[int, bool]:
+        """The log's descriptor, locked, and whether it was made now."""
+        for _ in range(10):
+            created = not self.path.exists()
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise LogBusyError(f"{self.path} is open in another process (or another handle of this one)") from None
+            # Between the open and the lock, a forget may have renamed its copy over the path, or the
+            # namespace been erased: the lock would then hold a file nobody reads. Open it again.
+            mine = os.fstat(fd)
+            try:
+                now = os.stat(self.path)
+            except FileNotFoundError:
+                now = None
+            if now is not None and (now.st_ino, now.st_dev) == (mine.st_ino, mine.st_dev):
+                return fd, created
+            os.close(fd)
+        raise LogBusyError(f"{self.path} was replaced again and again while opening it (another process is "
+                           "forgetting in it)")
 
     def _read(self, fd: int) -> tuple[list[LogRecord], int]:
         chunks, offset = [], 0

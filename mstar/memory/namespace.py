@@ -27,16 +27,19 @@ answered with that write's acknowledgement and nothing is written, so a client t
 acknowledgement (the server died between the fsync and the reply) can retry safely. An
 extraction that gave no item (the task LLM failed) is refused before anything is written.
 
-A forget (mstar.memory.compact) holds back writes, writes the log without the entries, replays
-what is left into a new worker (on the pool's thread: workers die with the thread that started
-them) while reads go on against the old one, then -- holding the lock reads share -- renames
-the new log in and swaps the workers: a read sees the memory before or after, never half.
+A forget holds back writes, replays what is left into a new worker (on the pool's thread: workers
+die with the thread that started them), asking the live toolkit LLM again wherever the forgotten
+entries changed what write() asks it (mstar.memory.replay), writes the log of the rebuilt entries
+(mstar.memory.compact) while reads go on against the old worker, then -- holding the lock reads
+share -- renames the new log in and swaps the workers: a read sees the memory before or after,
+never half. A forget that cannot rebuild (a live toolkit call failed) changes nothing.
 Forgetting the whole namespace removes its files; this object is then done, and the pool opens
 an empty namespace at the next request.
 
 A replay whose write() fails where the original did not (or the reverse) leaves the namespace
 read-only (recall still answers from the writes before it); one that takes the worker down leaves
-it unusable until it is closed; both with the error named in every answer.
+it unusable until it is closed; both with the error named in every answer. An empty text, or
+one too large for the worker, is refused before anything is written; so is a question too large.
 """
 from __future__ import annotations
 
@@ -53,6 +56,7 @@ from mstar.memory import compact
 from mstar.memory.entries import check_id, new_id
 from mstar.memory.sandboxed import Answer, Ingested, MemoryProgramError, SandboxedProgram, _as_llm_fn
 from mstar.memory.log import LogError, LogRecord, WriteLog
+from mstar.memory.replay import one_line as _one_line, rebuild, replay
 from mstar.memory.store import StoreError, StoreFolder
 from mstar.memory.tape import ToolkitTape
 from sandbox.engine.session import SandboxError
@@ -115,11 +119,6 @@ class ReadWriteLock:
                 self._cond.notify_all()
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 class Namespace:
     def __init__(self, folder: StoreFolder, name: str, *, task_llm: Any, toolkit_llm: Any,
                  model: str | None = None, sandbox=None, limits=None,
@@ -164,47 +163,32 @@ class Namespace:
         self.open_s = time.monotonic() - t0
         return self
 
-    def build(self, records: list[LogRecord]) -> tuple[SandboxedProgram, tuple[int, str, str]]:
-        """A fresh worker with `records` replayed into it, and (replayed, read_only, dead)."""
+    def _worker(self) -> SandboxedProgram:
         try:
-            memory = SandboxedProgram(self.folder.source, llm=self._task_llm, toolkit_llm=self.tape,
-                                      model=self._model, sandbox=self._sandbox, limits=self._limits,
-                                      name=self.folder.name)
+            return SandboxedProgram(self.folder.source, llm=self._task_llm, toolkit_llm=self.tape,
+                                    model=self._model, sandbox=self._sandbox, limits=self._limits,
+                                    name=self.folder.name)
         except SandboxError as exc:
             raise StoreError(f"program {self.folder.name!r} cannot be loaded: {_one_line(exc)}") from None
+
+    def build(self, records: list[LogRecord]) -> tuple[SandboxedProgram, tuple[int, str, str]]:
+        """A fresh worker with `records` replayed into it, and (replayed, read_only, dead)."""
+        memory = self._worker()
         try:
-            return memory, self._replay(memory, records)
+            return memory, replay(memory, records, self.tape, name=self.name, note=self._note)
         except BaseException:
             memory.close()
             raise
 
-    def _replay(self, memory: SandboxedProgram, records: list[LogRecord]) -> tuple[int, str, str]:
-        diverged: list[str] = []
-        replayed = 0
-        for number, rec in enumerate(records, 1):
-            out = Ingested(dict(rec.item))
-            with self.tape.serving(rec.toolkit) as served:
-                try:
-                    memory.write_extracted(out, rec.text)
-                except MemoryProgramError as exc:
-                    # Not `broken`: reopening would replay into the same failure at every request.
-                    dead = (f"replaying write {number} of {len(records)} took the program's "
-                            f"worker down: {_one_line(out.error or exc)}")
-                    self._note(f"namespace {self.name!r} cannot be used: {dead}")
-                    return replayed, dead, dead
-            replayed += 1
-            if bool(out.error) != bool(rec.error):
-                was = f"raised ({_one_line(rec.error or '', 120)})" if rec.error else "succeeded"
-                now = f"raises ({_one_line(out.error or '', 120)})" if out.error else "succeeds"
-                read_only = f"replaying write {number}: write() {now} where it {was} when remembered"
-                self._note(f"namespace {self.name!r} is read-only: {read_only}")
-                return replayed, read_only, ""
-            if served.diverged:
-                diverged.append(f"write {number}: {served.diverged}")
-        if diverged:
-            self._note(f"namespace {self.name!r}: {len(diverged)} replayed write(s) asked the toolkit LLM something "
-                       f"other than recorded (the program is not deterministic?); first: {diverged[0]}")
-        return replayed, "", ""
+    def rebuild(self, kept: list[LogRecord]) -> tuple[SandboxedProgram, list[LogRecord]]:
+        """A forget's new worker with `kept` re-recorded into it, and the records as rebuilt
+        (mstar.memory.replay.rebuild)."""
+        memory = self._worker()
+        try:
+            return memory, rebuild(memory, kept, self.tape, name=self.name)
+        except BaseException:
+            memory.close()
+            raise
 
     def _note(self, message: str) -> None:
         self.warnings.append(message)
@@ -233,6 +217,8 @@ class Namespace:
     def remember(self, text: str, id: str | None = None) -> Remembered:
         if not isinstance(text, str):
             raise StoreError(f"remember() takes a text (str), not {type(text).__name__}")
+        if not text.strip():
+            raise StoreError(f"namespace {self.name!r}: nothing to remember, the text is empty")
         if id is not None:
             check_id(id)
             earlier = self._earlier(id, text)
@@ -307,6 +293,8 @@ class Namespace:
                 with self._rw.reading(), self._read_turn:
                     self._usable().read_into(result)             # the worker of now: before or after a forget
                 return memory.answer_into(result, question) if answer else result
+            except (ValueError, TypeError) as exc:   # refused before it reached the worker (too large)
+                raise StoreError(f"namespace {self.name!r}: {_one_line(exc)}; nothing was read") from None
             except MemoryProgramError as exc:
                 if attempt == 1 and memory is not self.memory:
                     continue
@@ -325,9 +313,10 @@ class Namespace:
             raise Reopen(f"namespace {self.name!r} is reopening ({self.broken or 'closed'}); ask again")
 
     def forget(self, select: Callable[[LogRecord], bool]) -> list[LogRecord]:
-        """Erase the selected entries (mstar.memory.compact): the log is rewritten without them and
-        a worker replayed from the rest takes over; reads meanwhile answer from the old worker,
-        then from the new one. Returns the forgotten records."""
+        """Erase the selected entries: a worker is rebuilt from the rest (re-recorded, so no toolkit
+        reply written from a forgotten text is kept: mstar.memory.replay), the log is rewritten
+        with them (mstar.memory.compact), and the new worker takes over; reads meanwhile answer
+        from the old worker, then from the new one. Returns the forgotten records."""
         old = None
         with self._writes:
             self._usable_log()
@@ -337,16 +326,16 @@ class Namespace:
             if not gone:
                 return []
             kept = [rec for rec in log.records if not select(rec)]
+            # Rebuilt first: the kept lines to write are the rebuilt ones (ForgetRefused: unchanged).
+            memory, rebuilt = self._on_owner(lambda: self.rebuild(kept))
             try:
-                copy = compact.prepare(log, kept)
-            except OSError as exc:
+                copy = compact.prepare(log, rebuilt)
+            except BaseException as exc:
+                self._on_owner(memory.close)
+                if not isinstance(exc, OSError):
+                    raise
                 raise StoreError(f"namespace {self.name!r}: forget refused, the compacted log could not be written "
                                  f"({exc.strerror or exc}); nothing was forgotten, the store is unchanged") from None
-            try:
-                memory, state = self._on_owner(lambda: self.build(kept))
-            except BaseException:
-                compact.discard(copy)
-                raise
             with self._rw.writing():
                 try:
                     compact.install(log, copy)
@@ -359,18 +348,21 @@ class Namespace:
                     raise StoreError(f"namespace {self.name!r}: forget refused, the compacted log could not "
                                      f"replace the log ({exc.strerror or exc}); nothing was forgotten") from None
                 old, self.memory = self.memory, memory
-                self.replayed, self.read_only, self.dead = state
+                self.replayed, self.read_only, self.dead = len(rebuilt), "", ""
         if old is not None:
             self._on_owner(old.close)
         return gone
 
-    def erase(self) -> int:
+    def erase(self, *, only_if_empty: bool = False) -> int:
         """Forget the namespace whole: its files go; this object is done (the pool drops it, and
-        the next request opens an empty namespace). Returns how many entries it held."""
+        the next request opens an empty namespace). Returns how many entries it held.
+        `only_if_empty`: only when it holds none (a namespace made for a write that failed)."""
         with self._writes, self._rw.writing():
             self._usable_log()
             assert self.log is not None
             count = self.log.count
+            if only_if_empty and count:
+                return count
             compact.remove(self.log)
             self.broken = "it was forgotten"
         return count

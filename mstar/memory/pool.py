@@ -3,7 +3,8 @@
 Each open namespace is a sandbox worker (tens of MB) and a locked log, so at most `max_open`
 are open at once: opening one more first closes the least recently used namespace that no
 request is using (its memory stays in its log and comes back on the next request, replayed). A
-namespace nobody asked for `idle_close_s` seconds is closed too. When every open namespace is
+namespace nobody asked for `idle_close_s` seconds is closed too: the server's --idle-close
+(MemoryService has none by default: a Python handle keeps its namespaces and their locks). When every open namespace is
 busy, a request for another waits (up to `wait_s`) for one to come free.
 
 Namespaces are opened and closed on one long-lived thread of the pool's own, in the order asked:

@@ -3,9 +3,13 @@
 `MemoryService(store, program, llm=...)` checks the program once (its gates and __init__, in a
 throwaway worker: a program that fails them is refused before a store is made for it), opens or
 makes the store for it, and serves `remember` / `recall` on any namespace through a bounded pool
-of open namespaces (mstar.memory.pool). `StoredMemory` is the one-namespace handle that
-`MemoryProgram.open` returns: the same calls as `MemoryProgram` (ingest, ask, ask_detailed),
-kept.
+of open namespaces (mstar.memory.pool). Looking does not make a namespace: a recall of one with
+no log is answered by a worker with nothing written to it, and a namespace made for a write that
+failed is removed again. Namespaces are closed when idle only with `idle_close_s` (the server's
+--idle-close). `StoredMemory` is the one-namespace handle that `MemoryProgram.open` returns: the
+same calls as `MemoryProgram` (ingest, ask, ask_detailed), kept; it holds its namespaces, and
+their locks, until it is closed (no idle closing; with more than `max_open` namespaces through
+`other()`, the least recently used idle one is closed and its lock given up until asked again).
 
 LLM roles: `llm` serves the task agent (extraction, query, answer) and, unless `toolkit_llm` is
 given, the programs' toolkit calls -- anything `MemoryProgram` takes (a callable, an OpenAI client
@@ -13,15 +17,17 @@ with `model=`, an LLMRouter, an LLMConfig as `mstar evolve` resolves it, "offlin
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable
 
+from mstar.evaluation.read_state import read_changes_state
 from mstar.memory import entries as E
 from mstar.memory.entries import Entry, Page
 from mstar.memory.namespace import Namespace, Remembered, Reopen
 from mstar.memory.sandboxed import Answer, MemoryProgramError, SandboxedProgram, as_router
-from mstar.memory.pool import DEFAULT_IDLE_CLOSE_S, DEFAULT_MAX_OPEN, NamespacePool
+from mstar.memory.pool import DEFAULT_MAX_OPEN, NamespacePool
 from mstar.memory.store import DEFAULT_NAMESPACE, StoreError, check_namespace, open_store
 from sandbox.engine.session import SandboxError
 
@@ -50,7 +56,7 @@ class Forgotten:
 class MemoryService:
     def __init__(self, store: str | Path, program: str | Path | None = None, *, llm: Any = "offline",
                  toolkit_llm: Any = None, model: str | None = None, sandbox=None, limits=None,
-                 max_open: int = DEFAULT_MAX_OPEN, idle_close_s: float | None = DEFAULT_IDLE_CLOSE_S,
+                 max_open: int = DEFAULT_MAX_OPEN, idle_close_s: float | None = None,
                  on_warning: Callable[[str], None] | None = None) -> None:
         given = _program(program)
         source = given[1] if given else open_store(store, None, create=False).source
@@ -62,6 +68,8 @@ class MemoryService:
         self.info = self._check_program(source, given[0] if given else "program")
         self.folder = open_store(store, source, given[0] if given else "program")
         self.pool = NamespacePool(self._open_namespace, max_open=max_open, idle_close_s=idle_close_s)
+        self._blank: SandboxedProgram | None = None     # answers recalls of namespaces that have no log
+        self._blank_lock = threading.Lock()
 
     def _check_program(self, source: str, name: str):
         """The program's load info (instructions, schemas), from a worker that is closed at once."""
@@ -77,20 +85,59 @@ class MemoryService:
         probe.close()
         return probe.info
 
-    def _open_namespace(self, name: str) -> Namespace:
+    def _namespace(self, name: str) -> Namespace:
         return Namespace(self.folder, name, task_llm=self.llm, toolkit_llm=self.toolkit_llm, model=self._model,
                          sandbox=self._sandbox, limits=self._limits, on_warning=self._warn,
-                         on_owner_thread=self.pool.on_thread).open()
+                         on_owner_thread=self.pool.on_thread)
+
+    def _open_namespace(self, name: str) -> Namespace:
+        return self._namespace(name).open()
 
     # ------------------------------------------------------------------ ops
 
     def remember(self, text: str, namespace: str = DEFAULT_NAMESPACE, id: str | None = None) -> Remembered:
         """Extract, write() and log `text`. With `id`: a retry of a write already logged under it
         returns that write's acknowledgement (`repeated`) and writes nothing."""
-        return self._with(namespace, lambda ns: ns.remember(text, id=id))
+        made = not self._exists(namespace)
+        try:
+            return self._with(namespace, lambda ns: ns.remember(text, id=id))
+        except StoreError:
+            if made:       # the namespace was made for this write, which left nothing in it
+                self._drop_if_empty(namespace)
+            raise
+
+    def _drop_if_empty(self, namespace: str) -> None:
+        if not self._exists(namespace):
+            return
+        try:
+            self._with(namespace, lambda ns: ns.erase(only_if_empty=True))
+        except StoreError:
+            pass           # it cannot be opened, or a write went in meanwhile: the caller's error stands
 
     def recall(self, question: str, namespace: str = DEFAULT_NAMESPACE, answer: bool = False) -> Answer:
+        """The program's read() for `question`. A namespace with no log (never written, or forgotten
+        whole) is answered by a worker with nothing written to it, and is not made."""
+        if not self._exists(namespace):
+            return self._recall_blank(question, namespace, answer)
         return self._with(namespace, lambda ns: ns.recall(question, answer=answer))
+
+    def _recall_blank(self, question: str, namespace: str, answer: bool) -> Answer:
+        ns = self._namespace(namespace)                      # never opened: no log, no folder
+        if read_changes_state(self.folder.source):
+            # Its read() changes its state: a shared worker would carry one namespace's questions
+            # into another's answers, so this recall gets a worker of its own.
+            ns.memory = self.pool.on_thread(lambda: ns.build([])[0])
+            try:
+                return ns.recall(question, answer=answer)
+            finally:
+                self.pool.on_thread(ns.memory.close)
+        with self._blank_lock:
+            if self._blank is None or not self._blank.alive:
+                if self._blank is not None:
+                    self.pool.on_thread(self._blank.close)
+                self._blank = self.pool.on_thread(lambda: ns.build([])[0])
+            ns.memory = self._blank
+        return ns.recall(question, answer=answer)
 
     def entries(self, namespace: str = DEFAULT_NAMESPACE, offset: int = 0, limit: int = E.DEFAULT_PAGE,
                 contains: str | None = None) -> Page:
@@ -187,6 +234,10 @@ class MemoryService:
                 "max_open": self.pool.max_open}
 
     def close(self) -> None:
+        with self._blank_lock:
+            if self._blank is not None:
+                self.pool.on_thread(self._blank.close)   # where it was started
+                self._blank = None
         self.pool.close()
         if self._owns_router and hasattr(self.llm, "close"):
             self.llm.close()
@@ -210,6 +261,9 @@ class StoredMemory:
     def open(cls, path: str | Path | None, *, store: str | Path, namespace: str = DEFAULT_NAMESPACE,
              **kwargs: Any) -> "StoredMemory":
         check_namespace(namespace)
+        if "idle_close_s" in kwargs:
+            raise StoreError("idle_close_s is the server's (`mstar serve --idle-close`): a handle keeps its "
+                             "namespaces, and their locks, until it is closed")
         service = MemoryService(store, path, **kwargs)
         try:
             with service.pool.lease(namespace):   # opened (and replayed) now: errors show here
@@ -254,8 +308,7 @@ class StoredMemory:
         if file is None:
             return "".join(lines)
         if isinstance(file, (str, Path)):
-            from mstar.run.store import atomic_write_text
-            atomic_write_text(Path(file), "".join(lines))
+            E.write_export(file, "".join(lines))
         else:
             file.write("".join(lines))
         return len(lines)

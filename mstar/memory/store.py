@@ -5,18 +5,23 @@ Layout of a store (folders 0700, files 0600: the worker runs as another user and
   program.py                 the program's source, as served
   namespaces/<name>/log.jsonl   one namespace's write log (mstar.memory.log)
 
-A store belongs to one program: opening it with another program (another hash) is refused with
-one line that says how to move the memory over (`mstar memory migrate`). Namespace names are
-letters, digits, '_', '-' and '.', starting with a letter or digit, at most 64 characters: a
-name is a folder, so nothing in it may walk out of `namespaces/` (no '/', no '..').
+A new store is made whole in a folder beside it and renamed into place, so two processes making
+the same store at once both open it (one made it, the other reads it). A store belongs to one
+program: opening it with another program (another hash) is refused with one line that says how
+to move the memory over (`mstar memory migrate`). Namespace names are letters, digits, '_', '-'
+and '.', starting with a letter or digit, at most 64 characters: a name is a folder, so nothing
+in it may walk out of `namespaces/` (no '/', no '..').
 """
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import json
 import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,16 +112,58 @@ def open_store(root: str | Path, program: str | None = None, program_name: str =
         raise StoreError(f"{root} exists and is not a memory store (no store.json); choose an empty or new folder")
     if not create:
         raise StoreError(f"{root} is not a memory store")
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(root, 0o700)
-    atomic_write_text(root / "program.py", program)
+    try:
+        meta = _create(root, program, program_name)
+    except OSError as exc:
+        if not (root / "store.json").is_file():
+            raise StoreError(f"store {root} cannot be made: {exc.strerror or exc}") from None
+        return open_store(root, program, program_name, create=create)   # another process made it first
+    return StoreFolder(root, program, program_name, meta["program_sha256"])
+
+
+def _create(root: Path, program: str, program_name: str) -> dict:
+    """Make the store whole in a folder beside `root` and rename it there: another process making
+    the same store at the same moment sees no store or a complete one, never a folder with a
+    program and no store.json yet (which it would refuse as not a store). OSError when another
+    process made it first (the rename finds `root` not empty)."""
+    root.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "program_name": program_name,
             "program_sha256": program_hash(program), "program_embeddings": PROGRAM_EMBEDDINGS,
             "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-    atomic_write_text(meta_path, json.dumps(meta, indent=2) + "\n")  # last: its presence means "complete"
-    for path in (root / "program.py", meta_path):
+    try:
+        building: Path | None = Path(tempfile.mkdtemp(prefix=f".{root.name}.new-", dir=root.parent))  # 0700
+    except OSError:
+        if not root.is_dir():
+            raise
+        building = None             # an empty folder given in a parent we may not write to
+    if building is not None:
+        try:
+            _write(building, program, meta)
+            try:
+                os.rename(building, root)   # replaces an empty folder; refused when `root` is not empty
+            except OSError as exc:
+                # ENOTEMPTY / EEXIST: another process made it first. EBUSY / EXDEV / ENOTDIR: `root`
+                # is a mount point or a link to an empty folder, made in place below.
+                if exc.errno not in (errno.EBUSY, errno.EXDEV, errno.ENOTDIR) or not root.is_dir():
+                    raise
+            else:
+                fsync_dir(root.parent)
+                return meta
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+    # `root` cannot be renamed over (a mount point, a link to an empty folder) or beside: the
+    # store is made in it, store.json last (its presence means "complete").
+    _write(root, program, meta)
+    os.chmod(root, 0o700)
+    return meta
+
+
+def _write(folder: Path, program: str, meta: dict) -> None:
+    atomic_write_text(folder / "program.py", program)
+    atomic_write_text(folder / "store.json", json.dumps(meta, indent=2) + "\n")
+    for path in (folder / "program.py", folder / "store.json"):
         os.chmod(path, 0o600)
-    return StoreFolder(root, program, program_name, meta["program_sha256"])
+    fsync_dir(folder)
 
 
 def _read_meta(root: Path) -> dict:
