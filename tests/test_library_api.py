@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,9 @@ def test_a_python_task_with_its_own_scorer_runs_and_its_champion_is_exported_and
     assert best.source in exported.read_text()
     with run.open_memory(store=tmp_path / "memory") as memory:
         memory.ingest("Mo now uses the Kakoune editor.")
+        assert "Kakoune" in memory.ask("Which editor does Mo use now?")
+    time.sleep(1.05)   # exported again a second later: its header's time differs, the program does not
+    with run.open_memory(store=tmp_path / "memory") as memory:
         assert "Kakoune" in memory.ask("Which editor does Mo use now?")
     assert mstar.open_run(tmp_path / "run").champion == best
 

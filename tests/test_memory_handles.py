@@ -145,7 +145,7 @@ def test_two_makers_of_the_same_new_store_both_open_it(tmp_path, monkeypatch):
             t.join(30)
         assert results == [mine.sha256] * 3, results
     with pytest.raises(StoreError, match="holds the memory of program"):
-        open_store(tmp_path / "race0", source + "\n# another program\n", "other")
+        open_store(tmp_path / "race0", source + "\nANOTHER_PROGRAM = 1\n", "other")
 
 
 def test_looking_or_a_failed_write_makes_no_namespace_and_one_forgotten_whole_stays_gone(tmp_path, notes):

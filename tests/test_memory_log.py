@@ -192,8 +192,11 @@ def test_a_store_belongs_to_one_program(tmp_path):
     assert oct((tmp_path / "mem").stat().st_mode & 0o777) == "0o700"
     assert open_store(tmp_path / "mem", vector, "again").sha256 == store.sha256
     assert open_store(tmp_path / "mem", None).source == vector          # the store's own program
+    # The same code with other comments (`mstar export` heads a file with the export's time) is the
+    # same program: the store goes on with its own text. Other code is another program.
+    assert open_store(tmp_path / "mem", "# exported again\n" + vector + "\n# changed\n", "best").source == vector
     with pytest.raises(StoreError, match="holds the memory of program 'vector_search'.*mstar memory migrate"):
-        open_store(tmp_path / "mem", vector + "\n# changed\n", "best")
+        open_store(tmp_path / "mem", vector + "\nCHANGED = 1\n", "best")
     (tmp_path / "mem" / "program.py").write_text(vector + "# edited by hand\n")
     with pytest.raises(StoreError, match="was changed after the store was made"):
         open_store(tmp_path / "mem", None)

@@ -99,7 +99,8 @@ def open_store(root: str | Path, program: str | None = None, program_name: str =
         source = _stored_source(root, stored)
         if create and stored["format_version"] != FORMAT_VERSION:
             upgrade(root, stored)
-        if program is not None and program_hash(program) != stored["program_sha256"]:
+        if program is not None and program_hash(program) != stored["program_sha256"] \
+                and not _same_code(program, source):
             raise StoreError(
                 f"store {root} holds the memory of program {stored['program_name']!r} "
                 f"(sha256 {stored['program_sha256'][:12]}); {program_name!r} is another program "
@@ -192,6 +193,15 @@ def upgrade(root: Path, meta: dict | None = None) -> None:
     if meta["format_version"] != FORMAT_VERSION:
         atomic_write_text(root / "store.json", json.dumps({**meta, "format_version": FORMAT_VERSION}, indent=2) + "\n")
         os.chmod(root / "store.json", 0o600)
+
+
+def _same_code(program: str, stored: str) -> bool:
+    """The two texts run the same code: they differ at most in comments and blank lines (`mstar
+    export` heads the file with the time of the export, so exporting the same winner again must not
+    make it another program). The store goes on serving its own text."""
+    from mstar.iteration.behaviour import code_fingerprint
+    mine = code_fingerprint(program)
+    return mine is not None and mine == code_fingerprint(stored)
 
 
 def _stored_source(root: Path, meta: dict) -> str:
