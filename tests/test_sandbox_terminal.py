@@ -161,7 +161,8 @@ def test_lineage_renders_hostile_titles_and_errors_harmlessly(hostile_run, capsy
     assert_harmless(out)
     assert "[BEST]  <script>alert('x')</script> Keep it \\x1b[2J" in out
     assert "[FAILED]  <script>" in out and "-- reply: \\x1b[2J" in out
-    assert len(out.splitlines()) == 6  # header + five programs: no title added a line
+    lines = out.splitlines()   # header + five programs + the test line: no title added a line
+    assert len(lines) == 7 and lines[-1].startswith("test iter_001 ")
 
 
 def test_runs_and_progress_lines_are_harmless(hostile_run, capsys):
