@@ -77,6 +77,45 @@ def test_resume_with_a_larger_budget_that_does_not_cover_an_iteration_stops_agai
     assert open_run(copy).status == "finished"
 
 
+def test_a_capped_run_whose_test_would_cross_its_cap_stops_before_it_and_a_resume_tests(tmp_path, capsys):
+    probe = tmp_path / "probe"
+    assert main(["evolve", *OFFLINE, "--iterations", "1", "--out", str(probe), "--quiet"]) == 0
+    ev = events(probe)
+    before_test = _tokens(ev, "seed") + _tokens(ev, "iteration")
+    test = _tokens(ev, "test")
+    assert test > 0
+    # Room for the seeds and the iteration, not for the test: the old end tested anyway, past the cap.
+    run = tmp_path / "capped"
+    limit = before_test + test // 4
+    assert main(["evolve", *OFFLINE, "--iterations", "1", "--out", str(run), "--quiet",
+                 "--max-tokens", str(limit)]) == 0
+    last = events(run)[-1]
+    assert last["event"] == "stopped" and last["kind"] == "budget" and "held-out tests may cost" in last["reason"]
+    assert not list((run / "cases").glob("*.test.json"))
+    assert sum(r["prompt_tokens"] + r["completion_tokens"] for r in usage(run) if not r["cache_hit"]) <= limit
+    # With room for it the resume races and tests: nothing but the end was left to do.
+    capsys.readouterr()
+    assert main(["resume", str(run), "--quiet", "--max-tokens", str(limit * 20)]) == 0
+    assert open_run(run).status == "finished" and list((run / "cases").glob("*.test.json"))
+
+
+def test_a_resume_whose_budget_is_not_above_what_the_run_spent_is_refused_and_changes_nothing(tmp_path, capsys):
+    probe = tmp_path / "probe"
+    assert main(["evolve", *OFFLINE, "--iterations", "1", "--out", str(probe), "--quiet"]) == 0
+    seeds = _tokens(events(probe), "seed")
+    run = tmp_path / "run"           # the seeds alone cross it: it stops after them, past its cap
+    assert main(["evolve", *OFFLINE, "--iterations", "3", "--out", str(run), "--quiet",
+                 "--max-tokens", str(seeds // 2)]) == 0
+    spent = sum(r["prompt_tokens"] + r["completion_tokens"] for r in usage(run) if not r["cache_hit"])
+    assert spent > seeds // 2 + 1 and events(run)[-1]["kind"] == "budget"
+    before = [(run / f).read_text() for f in ("lineage.jsonl", "llm_usage.jsonl", "config.json")]
+    capsys.readouterr()
+    assert main(["resume", str(run), "--max-tokens", str(seeds // 2 + 1)]) == 2
+    [line] = error_lines(capsys.readouterr().err)
+    assert f"has spent {spent:,}" in line and "would stop again at once" in line
+    assert [(run / f).read_text() for f in ("lineage.jsonl", "llm_usage.jsonl", "config.json")] == before
+
+
 @pytest.mark.parametrize("signum,name,code", [(signal.SIGINT, "Ctrl-C", 130), (signal.SIGTERM, "SIGTERM", 143)])
 def test_an_interrupt_ends_with_one_line_and_resume_continues(tmp_path, signum, name, code):
     run = tmp_path / "run"

@@ -16,8 +16,8 @@ from mstar.config import RunConfig
 from mstar.library.errors import SetupError
 from mstar.library.task_files import resumed_task
 from mstar.run import events as ev_types
-from mstar.run.resume import (RunState, check_sources, load_split, load_state, preload_usage, rebuild,
-                              repair_tails)
+from mstar.run.resume import (RunState, check_sources, load_split, load_state, preload_usage, prior_spend,
+                              rebuild, repair_tails)
 from mstar.run.store import RunStore
 from mstar.split import Split
 from mstar.tasks import Task
@@ -57,7 +57,8 @@ def prepare_resume(store: RunStore, *, task_obj=None, max_usd=None, max_tokens=N
     cfg = state.config
     stop = state.events[-1] if state.events and isinstance(state.events[-1], ev_types.StoppedEvent) else None
     if stop is not None and stop.kind == "budget":
-        problem = budget_problem(stop.reason, cfg.llm, max_usd, max_tokens, store.root, cli=cli)
+        problem = budget_problem(stop.reason, cfg.llm, max_usd, max_tokens, store.root, cli=cli,
+                                 spent=prior_spend(store))
         if problem:
             raise SetupError(problem)
     if max_usd is not None or max_tokens is not None:
@@ -115,9 +116,11 @@ def _flag(name: str, value, cli: bool) -> str:
     return f"--{name.replace('_', '-')} {value}" if cli else f"{name}={value}"
 
 
-def budget_problem(reason: str, llm, max_usd, max_tokens, root, *, cli: bool = True) -> str | None:
+def budget_problem(reason: str, llm, max_usd, max_tokens, root, *, cli: bool = True,
+                   spent: dict | None = None) -> str | None:
     """Why a run its budget stopped cannot go on with these limits, or None: only a larger limit
-    for the flag that stopped it lets it spend more."""
+    for the flag that stopped it lets it spend more -- larger than what it has spent too (`spent`:
+    mstar.run.resume.prior_spend), or the resume would stop again at once, with nothing done."""
     from mstar.llm.budget import budget_flag
 
     flag = budget_flag(reason)
@@ -125,10 +128,15 @@ def budget_problem(reason: str, llm, max_usd, max_tokens, root, *, cli: bool = T
         return None
     attr = flag.removeprefix("--").replace("-", "_")
     old, new = getattr(llm, attr), {"max_usd": max_usd, "max_tokens": max_tokens}[attr]
-    if new is not None and (old is None or new > old):
-        return None
-    shown = "none" if old is None else f"${old:g}" if attr == "max_usd" else f"{old:,}"
+    used = (spent or {}).get("cost_usd" if attr == "max_usd" else "tokens")
+    show = (lambda v: f"${v:g}") if attr == "max_usd" else (lambda v: f"{int(v):,}")
     how = f"mstar resume {root} {flag} LARGER" if cli else f"mstar.resume({str(root)!r}, {attr}=LARGER)"
+    if new is not None and (old is None or new > old):
+        if used is None or new > used:
+            return None
+        return (f"{root} has spent {show(used)} of its budget ({reason}); {flag} {show(new)} is not more "
+                f"than that, so it would stop again at once: {how}")
+    shown = "none" if old is None else show(old)
     return f"{root} stopped at its budget ({reason}); it goes on only with a larger {flag} (now {shown}): {how}"
 
 
