@@ -188,6 +188,23 @@ def test_a_dead_server_means_dead_workers_and_a_new_server_next_time():
         launcher.shutdown()
 
 
+def test_a_second_ctrl_c_while_the_server_winds_down_at_exit_kills_it_without_a_traceback(monkeypatch):
+    """The exit hook waits for the server to go; a Ctrl-C during that wait (a user's second one)
+    used to print "Exception ignored in atexit callback" and a traceback. The server (and with it
+    its workers) goes at once instead, quietly."""
+    import weakref
+    launcher = ForkServerLauncher()
+    with session(LOOPS, launcher=launcher) as s:
+        s.start()
+        server_pid, worker = launcher.server_pid, s.pid
+
+        def interrupted(self, kill=False, timeout=0.0):
+            raise KeyboardInterrupt          # the signal arriving while close() waits
+        monkeypatch.setattr(forkserver._Server, "close", interrupted)
+        forkserver._shutdown_at_exit(weakref.ref(launcher))     # no exception comes out
+        assert wait_gone([server_pid, worker])
+
+
 def test_exit_statuses_come_from_the_server():
     with session(LOOPS, limits=SandboxLimits(call_timeout_s=10.0), launcher=FORK) as s:
         s.start()

@@ -346,7 +346,11 @@ class ForkServerLauncher:
         with self._lock:
             server, self._server = self._server, None
         if server is not None and self._owner == os.getpid():
-            server.close()
+            try:
+                server.close()
+            except KeyboardInterrupt:
+                server.proc.kill()    # interrupted while waiting for it: it goes at once
+                raise
 
     def _current(self, gone: _Server | None) -> _Server | None:
         with self._lock:
@@ -378,5 +382,12 @@ class ForkServerLauncher:
 
 def _shutdown_at_exit(ref: "weakref.ref[ForkServerLauncher]") -> None:
     launcher = ref()
-    if launcher is not None:
+    if launcher is None:
+        return
+    try:
         launcher.shutdown()
+    except KeyboardInterrupt:
+        # A second Ctrl-C while the server winds down (it waits up to SHUTDOWN_TIMEOUT_S): the user
+        # wants out now. shutdown() has killed it (its workers die with it: pdeathsig); Python would
+        # otherwise print this callback's traceback under the run's own last line.
+        pass
