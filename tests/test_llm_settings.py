@@ -43,7 +43,8 @@ def write(tmp_path, text, name="mstar.toml"):
     return str(p)
 
 
-def test_file_defaults_role_tables_and_prices(tmp_path):
+def test_file_defaults_role_tables_and_prices(tmp_path, monkeypatch):
+    monkeypatch.setenv("REFLECTOR_KEY", "k")      # the file names it: it must be set
     cfg = resolve_llm_config(write(tmp_path, FILE))
     assert cfg.task.backend == "openai" and cfg.task.model == "gpt-4o-mini" and cfg.task.concurrency == 8
     r = cfg.reflector
@@ -54,7 +55,8 @@ def test_file_defaults_role_tables_and_prices(tmp_path):
     assert cfg.prices == {"my-model": {"input": 0.5, "output": 1.5}}
 
 
-def test_flags_and_overrides_win_over_the_file(tmp_path):
+def test_flags_and_overrides_win_over_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("REFLECTOR_KEY", "k")
     cfg = resolve_llm_config(write(tmp_path, FILE), model="gpt-4.1-mini", offline_roles=["toolkit"],
                              overrides=["reflector.temperature=0.7", "task.concurrency=32", "defaults.timeout_s=5"],
                              max_tokens=1000, no_cache=True)
@@ -65,7 +67,8 @@ def test_flags_and_overrides_win_over_the_file(tmp_path):
 
 
 def test_quick_path_without_a_file_matches_the_old_flags():
-    cfg = resolve_llm_config(None, base_url="http://h/v1", model="qwen", reflector_model="big", api_key_env="K")
+    cfg = resolve_llm_config(None, base_url="http://h/v1", model="qwen", reflector_model="big", api_key_env="K",
+                             env={"K": "k"})
     assert all(cfg.role(r).backend == "openai" and cfg.role(r).base_url == "http://h/v1" for r in
                ("task", "reflector", "toolkit", "judge"))
     assert cfg.task.model == "qwen" and cfg.reflector.model == "big" and cfg.judge.api_key_env == "K"
@@ -120,4 +123,76 @@ def test_max_usd_needs_a_price_for_every_paid_model(tmp_path):
                                                  no_cache=True), env={})
     cfg = resolve_llm_config(None, base_url="http://h/v1", model="local-llama", max_usd=1.0, no_cache=True,
                              overrides=["prices.local-llama.input=0", "prices.local-llama.output=0"])
+    assert LLMRouter.from_config(cfg, env={}).ledger.budget.max_usd == 1.0
+
+
+# ------------------------------------------------------------------ what a newcomer writes first
+ENDPOINT_FILE = """
+[llm.defaults]
+model = "qwen2.5-7b-instruct"
+base_url = "http://127.0.0.1:9/v1"
+"""
+
+
+def test_a_file_that_names_a_model_and_endpoint_serves_them_as_the_flags_would(tmp_path):
+    # No backend line: it ran offline, silently, while the offline note said "give --model".
+    cfg = resolve_llm_config(write(tmp_path, ENDPOINT_FILE))
+    flags = resolve_llm_config(None, base_url="http://127.0.0.1:9/v1", model="qwen2.5-7b-instruct")
+    for role in ("task", "reflector", "toolkit", "judge"):
+        assert (cfg.role(role).backend, cfg.role(role).model, cfg.role(role).base_url) == \
+            (flags.role(role).backend, flags.role(role).model, flags.role(role).base_url)
+    assert cfg.task.backend == "openai"
+    kept = resolve_llm_config(write(tmp_path, ENDPOINT_FILE + '[llm.judge]\nbackend = "offline"\n'))
+    assert kept.judge.backend == "offline" and kept.task.backend == "openai"
+    only_reflector = resolve_llm_config(write(tmp_path, '[llm.reflector]\nmodel = "o4-mini"\n'))
+    assert only_reflector.reflector.backend == "openai" and only_reflector.task.backend == "offline"
+    # --reflector-model alone reaches a reflector the file serves without saying "openai"
+    assert resolve_llm_config(write(tmp_path, ENDPOINT_FILE), reflector_model="big").reflector.model == "big"
+
+
+@pytest.mark.parametrize("table,key,value", [
+    ("defaults", "concurrency", '"sixteen"'), ("defaults", "timeout_s", '"120s"'), ("task", "max_retries", "-1"),
+])
+def test_a_bad_value_is_reported_in_the_table_it_was_written_in(tmp_path, table, key, value):
+    path = write(tmp_path, f'[llm.{table}]\nbackend = "openai"\n{key} = {value}\n')
+    with pytest.raises(ConfigError) as info:
+        resolve_llm_config(path)
+    assert f"[llm.{table}] {key} = " in str(info.value)
+    assert (f"[llm.task] {key}" not in str(info.value)) == (table == "defaults")
+
+
+def test_a_named_key_variable_must_be_set(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        resolve_llm_config(None, base_url="http://127.0.0.1:9/v1", model="m", api_key_env="TOGETHER_API_KEY",
+                           env={})
+    assert str(info.value).startswith("TOGETHER_API_KEY is not set:") and "--api-key-env" in str(info.value)
+    with pytest.raises(ConfigError, match=r"^OPENAI_API_KEY is not set: .*api_key_env in \[llm.defaults\]"):
+        resolve_llm_config(write(tmp_path, ENDPOINT_FILE + 'api_key_env = "OPENAI_API_KEY"\n'), env={})
+    # A local server needs no key when none was named; a named one that is set, or offline roles, pass.
+    assert resolve_llm_config(None, base_url="http://127.0.0.1:9/v1", model="m", env={}).task.backend == "openai"
+    assert resolve_llm_config(None, base_url="http://h/v1", model="m", api_key_env="K", env={"K": "k"})
+    assert resolve_llm_config(None, api_key_env="K", env={}).task.backend == "offline"
+    # The flag reaches roles a file serves too (it was dropped without --base-url / --model).
+    assert resolve_llm_config(write(tmp_path, ENDPOINT_FILE), api_key_env="K", env={"K": "k"}).judge.api_key_env == "K"
+
+
+def test_a_base_url_without_a_scheme_is_refused_at_once(tmp_path):
+    with pytest.raises(ConfigError, match=r"^--base-url localhost:18431: the URL needs http:// or https://, "
+                                          r"e.g. http://localhost:18431$"):
+        resolve_llm_config(None, base_url="localhost:18431", model="m")
+    with pytest.raises(ConfigError, match=r"\[llm.defaults\] base_url = 'localhost:9/v1': the URL needs http://"):
+        resolve_llm_config(write(tmp_path, '[llm.defaults]\nbase_url = "localhost:9/v1"\n'))
+    assert resolve_llm_config(None, base_url="HTTPS://h/v1", model="m").task.base_url == "HTTPS://h/v1"
+
+
+def test_a_price_on_the_command_line_for_a_model_name_with_dots(tmp_path):
+    with pytest.raises(Exception) as info:
+        LLMRouter.from_config(resolve_llm_config(None, base_url="http://h/v1", model="qwen2.5-7b", max_usd=1.0,
+                                                 no_cache=True), env={})
+    message = str(info.value)
+    suggested = message.split("--llm '")[1].split("'")[0]    # the override the error suggests, as written
+    assert "--config file" in message and suggested == 'prices."qwen2.5-7b"={input=0.2,output=0.6}'
+    cfg = resolve_llm_config(None, base_url="http://h/v1", model="qwen2.5-7b", max_usd=1.0, no_cache=True,
+                             overrides=[suggested])
+    assert cfg.prices == {"qwen2.5-7b": {"input": 0.2, "output": 0.6}}
     assert LLMRouter.from_config(cfg, env={}).ledger.budget.max_usd == 1.0

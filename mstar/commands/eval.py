@@ -1,6 +1,7 @@
 """`mstar eval PROGRAM --task T [--split test|validation|static]`: score any program file (a seed,
 a baseline, an exported winner) on a task, with per-category scores. PROGRAM may be a run folder:
-its champion (best_program.py) is scored.
+its champion (best_program.py) is scored, under this command's task options and LLM options (offline
+without them), which may differ from the run's: a warning names what differs.
 
 Splits, with the episodes each one ingests:
   test        the task's held-out queries; every episode (as a run's final test)
@@ -26,7 +27,8 @@ def register(sub) -> None:
 
     p = sub.add_parser("eval", help="score a program file on a task (per-category scores)")
     p.add_argument("program", help="a .py memory program (e.g. from `mstar export`), a built-in seed name, or a "
-                                    "run folder (its champion, best_program.py, is scored)")
+                                    "run folder (its champion, best_program.py, is scored; give the run's "
+                                    "--size and LLM options to score it as the run did)")
     p.add_argument("--task", required=True, help="task name or task file (as for `mstar evolve`)")
     p.add_argument("--data", default=None, help="data file or folder for the task, when it needs one")
     add_task_options(p)
@@ -111,10 +113,17 @@ def cmd_eval(args) -> int:
         print(f"mstar: task {task.name!r} has no {args.split} queries", file=sys.stderr)
         return 2
     try:
-        router = LLMRouter.from_config(resolve_llm(args), seed=args.seed)
+        llm = resolve_llm(args)
+        router = LLMRouter.from_config(llm, seed=args.seed)
     except (LLMError, ValueError) as exc:
         print(f"mstar: {exc}", file=sys.stderr)
         return 2
+    # A run's champion scored otherwise than the run scored it is a fair request, but not a silent one.
+    differs = differs_from_run(Path(args.program), args, llm) if Path(args.program).is_dir() else []
+    if differs:
+        print(terminal_safe(f"mstar: warning: not the conditions of run {args.program}: {'; '.join(differs)}; "
+                            "give the run's options (and its --config, or --base-url / --model) to score it "
+                            "as the run did", newlines=False), file=sys.stderr)
     t0 = time.perf_counter()
     try:
         res = evaluate(source, episodes, queries, metric=task.score, router=router, sandbox=SandboxConfig(),
@@ -140,7 +149,9 @@ def cmd_eval(args) -> int:
            # Left out of the mean (an LLM call or the task's scorer failed), per category as well.
            "case_errors": res.case_errors, "score_errors": res.score_errors,
            "not_scored": _counts(c.category for c in res.cases if c.llm_error or c.score_error),
-           "xray": res.xray, "llm": router.totals(),
+           "xray": res.xray, "llm": router.totals(), "differs_from_run": differs,
+           "models": {r: {"backend": llm.role(r).backend, "model": llm.role(r).model,
+                          "base_url": llm.role(r).base_url} for r in EVAL_ROLES},
            "seconds": round(time.perf_counter() - t0, 3)}
     if args.cases_out:
         atomic_write_text(Path(args.cases_out), json.dumps({**out, "result": res.to_dict()}, indent=2,
@@ -152,6 +163,9 @@ def cmd_eval(args) -> int:
         ingested = len(episodes) - res.ingest_errors
         print(f"task    {task.name}, split {args.split}: {len(queries)} queries, {ingested} episodes ingested"
               + (f" of {len(episodes)}" if res.ingest_errors else ""))
+        served = router.describe()
+        for role in EVAL_ROLES:   # who answered: a score says little without it
+            print(terminal_safe(f"llm     {role:<10} {served[role]}", newlines=False))
         if res.ingest_errors:     # the score is of a memory that misses these episodes
             print(terminal_safe(f"warning {res.ingest_errors} episode(s) not ingested, the score is of a memory "
                                 f"without them: {not_ingested[-1]}", newlines=False))
@@ -176,6 +190,44 @@ def cmd_eval(args) -> int:
             for line in xray_text.category_lines(res.xray):
                 print(f"  {line}")
     return 1 if res.error else 0
+
+
+def differs_from_run(run: Path, args, llm) -> list[str]:
+    """How this evaluation's task and models differ from those of the run whose champion it
+    scores: the task options given or left out, and who serves the roles an evaluation calls."""
+    from mstar.commands import task_options
+    try:
+        config = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    out = []
+    given = {"task": args.task, "data": args.data, "theme": args.theme, "metric": args.metric, **task_options(args)}
+    theirs = {k: config.get(k) for k in ("task", "data", "theme", "metric")} | (config.get("task_options") or {})
+    for key in given.keys() | theirs.keys():
+        if given.get(key) != theirs.get(key):
+            flag = "--task-split" if key == "split" else f"--{key.replace('_', '-')}"
+            out.append(f"{flag} {_given(given.get(key))} (the run: {_given(theirs.get(key))})")
+    pairs: dict[tuple[str, str], list[str]] = {}
+    for role in EVAL_ROLES:
+        run_role = (config.get("llm") or {}).get(role) or {}
+        mine = _served(llm.role(role).backend, llm.role(role).model)
+        before = _served(run_role.get("backend", "offline"), run_role.get("model", "offline"))
+        if mine != before:
+            pairs.setdefault((mine, before), []).append(role)
+    out += [f"{', '.join(roles)} {'roles' if len(roles) > 1 else 'role'} {mine} (the run: {before})"
+            for (mine, before), roles in pairs.items()]
+    return sorted(out)
+
+
+EVAL_ROLES = ("task", "toolkit", "judge")   # the roles an evaluation calls (the reflector only writes programs)
+
+
+def _served(backend: str, model: str) -> str:
+    return "offline" if backend == "offline" else f"{backend}:{model}"
+
+
+def _given(value) -> str:
+    return "not given" if value is None else str(value)
 
 
 def _counts(categories) -> dict[str, int]:

@@ -16,6 +16,7 @@ def register(sub) -> None:
 
 
 def cmd_lineage(args) -> int:
+    from mstar.run.console import stop_and_resume
     from mstar.run.views import case_errors_text, lineage_tree, open_run, render_tree, with_score_errors
     from mstar.run.store import RunFormatError
     from sandbox.engine.terminal import terminal_safe
@@ -34,8 +35,9 @@ def cmd_lineage(args) -> int:
                         f"iterations {view.iterations_done}/{view.config.get('evolution', {}).get('iterations', '?')}",
                         newlines=False))
     if view.stop is not None:
-        print(terminal_safe(f"stopped after iteration {view.stop.iteration} ({view.stop.kind}): {view.stop.reason}; "
-                            f"`mstar resume {view.root}` goes on", newlines=False))
+        reason, command = stop_and_resume(view.stop, view.root)
+        print(terminal_safe(f"stopped after iteration {view.stop.iteration} ({view.stop.kind}): {reason}; "
+                            f"`{command}` continues it", newlines=False))
     if view.partial_line:
         print(terminal_safe(f"(note: {view.partial_line})", newlines=False))
     for line in render_tree(roots):  # commit titles and errors were written by the reflector and programs

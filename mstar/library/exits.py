@@ -22,6 +22,7 @@ import sys
 import threading
 
 from mstar.run import events as ev_types
+from mstar.run.console import RESUME_SAID
 from mstar.run.store import RunStore
 
 GRACE_S = 3.0
@@ -186,4 +187,4 @@ def _mark_interrupted(store: RunStore, what: str) -> None:
         return
     done = len(ev_types.iterations(evs))
     store.append_jsonl("lineage.jsonl", ev_types.to_dict(ev_types.StoppedEvent(
-        reason=f"interrupted ({what}); `mstar resume` continues it", iteration=done, kind="interrupted")))
+        reason=f"interrupted ({what}){RESUME_SAID}", iteration=done, kind="interrupted")))

@@ -289,6 +289,8 @@ def _resume(store, task_obj, *, cli, quiet, max_usd, max_tokens, iterations, no_
         if checker is not None:
             checker.close()
     router = make_router(cfg)
+    if checker is not None:   # the preflight's router said "no price for model ..." once already
+        router.ledger.unpriced |= checker.ledger.unpriced
     router.ledger.budget.prime(iteration_costs(state.events))
     live = live_display(router, quiet)
     lost = attach_store(router, store, live)

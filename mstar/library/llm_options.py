@@ -14,20 +14,24 @@ from mstar.config import ROLES, LLMConfig
 def add_llm_args(p: argparse.ArgumentParser) -> None:
     """Which backend and model serve each role, and how calls meet the endpoints."""
     p.add_argument("--base-url", default=os.environ.get("MSTAR_BASE_URL"),
-                   help="OpenAI-compatible endpoint for every role (env MSTAR_BASE_URL); "
-                        "without it and without --model the offline backend serves all roles")
+                   help="OpenAI-compatible endpoint for every role, http:// or https:// (env MSTAR_BASE_URL); "
+                        "without it, without --model and without a --config file that names a model, the "
+                        "offline backend serves all roles")
     p.add_argument("--model", default=os.environ.get("MSTAR_MODEL"),
                    help="model for the task, toolkit and judge roles (env MSTAR_MODEL)")
     p.add_argument("--reflector-model", default=os.environ.get("MSTAR_REFLECTOR_MODEL"),
                    help="model for the reflector role (default: --model)")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable that holds the API key")
+    p.add_argument("--api-key-env", default=None, metavar="NAME",
+                   help="environment variable that holds the API key; one named here must be set (default "
+                        "OPENAI_API_KEY, which a --base-url server that needs no key may go without)")
     p.add_argument("--offline-role", action="append", default=[], choices=ROLES,
                    help="serve this role with the offline backend even when an endpoint is set (repeatable)")
     p.add_argument("--config", default=None, metavar="FILE",
                    help="TOML file with the LLM roles, cache, budgets and prices (see README)")
     p.add_argument("--llm", dest="llm_overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one LLM setting, e.g. reflector.model=o4-mini, task.concurrency=32, "
-                        "defaults.timeout_s=60 (repeatable)")
+                        "defaults.timeout_s=60, or a model's price: 'prices.MODEL={input=0.2,output=0.6}' "
+                        "(USD per million tokens; quote a name with dots: prices.\"qwen2.5-7b\"=...) (repeatable)")
     p.add_argument("--cache-dir", default=None, help="response cache folder, shared by runs (default .mstar-cache)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
     p.add_argument("--max-in-flight", type=int, default=None, metavar="N",

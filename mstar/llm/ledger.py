@@ -11,7 +11,7 @@ import threading
 from typing import Callable, Iterable
 
 from mstar.llm.budget import Budget
-from mstar.llm.prices import PriceTable
+from mstar.llm.prices import PriceTable, how_to_price
 from mstar.llm.types import UsageRecord
 
 _TASK_TAG = re.compile(r"<task>\s*([a-z_]+)\s*</task>")
@@ -90,7 +90,7 @@ class Ledger:
                     and rec.model not in self.unpriced:
                 self.unpriced.add(rec.model)
                 warnings.append(f"no price for model {rec.model!r}: its calls count as $0 "
-                                f"(add [llm.prices.\"{rec.model}\"] to the config file)")
+                                f"(give it one: {how_to_price(rec.model)})")
             self.records.append(rec)
             warnings += self._catch_up()
         if self.on_record is not None:

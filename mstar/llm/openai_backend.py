@@ -29,6 +29,7 @@ class OpenAIBackend:
 
         env = os.environ if env is None else env
         key = env.get(cfg.api_key_env)
+        self._keyless = not key
         if not key:
             if cfg.base_url:
                 key = "not-needed"  # local servers (vLLM, Ollama, llama.cpp) accept any key
@@ -87,8 +88,11 @@ class OpenAIBackend:
         except oa.APIConnectionError as exc:
             raise TransientLLMError(f"{who}: connection failed ({exc})", kind="connection") from exc
         except (oa.AuthenticationError, oa.PermissionDeniedError) as exc:
-            raise FatalLLMError(f"{who}: authentication failed -- check the key in ${self._cfg.api_key_env} "
-                                f"({_brief(exc)})") from exc
+            # Without a key the placeholder was sent: "check the key" would send the user to a key
+            # that is not there.
+            fix = f"${self._cfg.api_key_env} is not set, so no key was sent; export it" if self._keyless else \
+                f"check the key in ${self._cfg.api_key_env}"
+            raise FatalLLMError(f"{who}: authentication failed -- {fix} ({_brief(exc)})") from exc
         except oa.NotFoundError as exc:
             raise FatalLLMError(f"{who}: not found -- check the model name and base URL ({_brief(exc)})") from exc
         except (oa.BadRequestError, oa.UnprocessableEntityError) as exc:

@@ -8,8 +8,11 @@ model with no price counts as $0 and the ledger says so once.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Mapping
+
+BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,14 @@ def price_from_dict(model: str, data: Mapping) -> Price:
     if missing:
         raise ValueError(f"price of {model!r}: missing {sorted(missing)} (USD per million tokens)")
     return Price(data["input"], data["output"], data.get("cached_input"))
+
+
+def how_to_price(model: str) -> str:
+    """Both ways to give `model` a price: a config file, or --llm on any command line (a run
+    started without a file has none to add it to)."""
+    key = model if BARE_KEY.match(model) else '"' + model.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return (f"--llm 'prices.{key}={{input=0.2,output=0.6}}' with its own USD per million tokens, "
+            f"or [llm.prices.{key}] with input and output in a --config file")
 
 
 class PriceTable:

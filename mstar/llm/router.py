@@ -23,7 +23,7 @@ from mstar.config import ROLES, LLMConfig
 from mstar.llm.cache import ResponseCache, request_key
 from mstar.llm.ledger import Ledger, call_kind
 from mstar.llm import scope as llm_scope
-from mstar.llm.prices import PriceTable
+from mstar.llm.prices import PriceTable, how_to_price
 from mstar.llm.budget import Budget
 from mstar.llm.limiter import DEFAULT_PATIENCE_S, limiters_for_roles, token_estimate
 from mstar.llm.replay import ReplayCounter
@@ -90,9 +90,8 @@ class LLMRouter:
             unpriced = [(r, b.model) for r, b in backends.items() if prices.lookup(b.model, b.name) is None]
             if unpriced:
                 r, m = unpriced[0]
-                raise LLMError(f"--max-usd needs a price for model {m!r} (role {r!r}): add "
-                               f"[llm.prices.\"{m}\"] with input and output (USD per million tokens) "
-                               "to the config file")
+                raise LLMError(f"--max-usd needs a price for model {m!r} (role {r!r}): give "
+                               + how_to_price(m))
         cache = None
         if cfg.cache_dir and any(p.cache != "off" for p in policies.values()):
             cache = ResponseCache(cfg.cache_dir)

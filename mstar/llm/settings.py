@@ -8,7 +8,7 @@
     rate_limit_patience_s = 600      # only 429s this long: the run stops, resumable
 
     [llm.defaults]                   # every role starts from these ...
-    backend = "openai"
+    backend = "openai"               # (a table that names a model or base_url means "openai")
     base_url = "http://localhost:8000/v1"
     model = "qwen2.5-7b-instruct"
 
@@ -29,16 +29,21 @@ Precedence, lowest first: built-in defaults, the file, the flags --base-url /
 --model / --reflector-model / --api-key-env / --offline-role, then each
 `--llm role.key=value`, then --max-usd / --max-tokens / --cache-dir / --no-cache /
 --max-in-flight / --rpm / --tpm / --rate-limit-patience.
+A role whose tables name a `model` (other than "offline") or a `base_url` but no `backend` is
+served by "openai", as --model and --base-url would serve it.
 Keys are never read from a file: a role names the environment variable that
-holds its key (`api_key_env`), and only that name is written to a run.
+holds its key (`api_key_env`), and only that name is written to a run. A variable named
+(--api-key-env, or api_key_env in the file) must be set; without one a role with a base_url
+sends no key (local servers need none), and OPENAI_API_KEY is read when it is set.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from mstar.config import ROLES, LLMConfig, RoleConfig
 from mstar.llm.prices import price_from_dict
@@ -49,6 +54,7 @@ TOP_KEYS = ("cache_dir", "max_usd", "max_tokens", "prices", "defaults", "max_in_
             "rate_limit_patience_s") + ROLES
 SECRET_KEYS = re.compile(r"^(api[_-]?key|key|secret|token|password|bearer)$", re.I)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SCHEME = re.compile(r"^https?://", re.I)
 
 
 class ConfigError(ValueError, LLMError):
@@ -114,7 +120,7 @@ def apply_override(table: dict, assignment: str) -> None:
     if "=" not in assignment:
         raise ConfigError(f"--llm {assignment!r}: expected KEY=VALUE, e.g. reflector.model=gpt-4.1")
     path, raw = assignment.split("=", 1)
-    keys = [k.strip() for k in path.strip().split(".")]
+    keys = _dotted_keys(path)
     if not all(keys):
         raise ConfigError(f"--llm {assignment!r}: empty key")
     node = table
@@ -125,16 +131,32 @@ def apply_override(table: dict, assignment: str) -> None:
     node[keys[-1]] = parse_value(raw.strip())
 
 
+def _dotted_keys(path: str) -> list[str]:
+    """`prices."qwen2.5-7b".input` -> ['prices', 'qwen2.5-7b', 'input']: TOML's dotted keys, so
+    that a model name with dots can be quoted (split on every dot, it made a table per dot)."""
+    try:
+        node, keys = tomllib.loads(f"{path} = 0"), []
+        while isinstance(node, dict) and len(node) == 1:
+            (key, node), = node.items()
+            keys.append(key)
+        return keys
+    except tomllib.TOMLDecodeError:
+        return [k.strip() for k in path.strip().split(".")]
+
+
 def llm_config_from_table(table: dict) -> LLMConfig:
     """Validate the [llm] table and build the frozen config from it."""
     unknown = sorted(set(table) - set(TOP_KEYS))
     if unknown:
         raise ConfigError(f"[llm]: unknown key(s) {unknown}; known: {', '.join(TOP_KEYS)}")
-    defaults = table.get("defaults", {})
+    defaults = _role_table(table.get("defaults", {}), "defaults")
     roles = {}
     for role in ROLES:
-        merged = {**_role_table(defaults, "defaults"), **_role_table(table.get(role, {}), role)}
-        roles[role] = _check_role(role, RoleConfig(**merged))
+        own = _role_table(table.get(role, {}), role)
+        merged = {**defaults, **own, "backend": _backend(defaults, own)}
+        # An error names the table the value was written in, not the role it reached.
+        roles[role] = _check_role(RoleConfig(**merged), lambda key, own=own, role=role:
+                                  role if key in own or key not in defaults else "defaults")
     prices = table.get("prices", {})
     if not isinstance(prices, dict):
         raise ConfigError("[llm.prices] must be a table of models")
@@ -175,9 +197,19 @@ def _role_table(t: Any, where: str) -> dict:
     return t
 
 
-def _check_role(role: str, rc: RoleConfig) -> RoleConfig:
+def _backend(defaults: dict, own: dict) -> str:
+    """The role's backend as written, else "openai" when its tables name a model or an endpoint
+    (as --model and --base-url do: a file with both but no backend line ran offline, silently)."""
+    merged = {**defaults, **own}
+    if "backend" in merged:
+        return merged["backend"]
+    named = "base_url" in merged or merged.get("model", "offline") != "offline"
+    return "openai" if named else RoleConfig.backend
+
+
+def _check_role(rc: RoleConfig, table_of) -> RoleConfig:
     def bad(key, why):
-        return ConfigError(f"[llm.{role}] {key} = {getattr(rc, key)!r}: {why}")
+        return ConfigError(f"[llm.{table_of(key)}] {key} = {getattr(rc, key)!r}: {why}")
 
     if rc.backend not in ("offline", "openai", "command"):
         raise bad("backend", "use offline, openai or command")
@@ -204,6 +236,8 @@ def _check_role(role: str, rc: RoleConfig) -> RoleConfig:
             raise bad(key, "must be a positive number per minute")
     if rc.backend == "command" and not (isinstance(rc.command, str) and rc.command.strip()):
         raise bad("command", "backend 'command' needs the command line that serves the role")
+    if rc.base_url is not None and not (isinstance(rc.base_url, str) and SCHEME.match(rc.base_url)):
+        raise bad("base_url", f"the URL needs http:// or https://, e.g. http://{rc.base_url}")
     return rc
 
 
@@ -213,8 +247,12 @@ def resolve_llm_config(config_file: str | None = None, *, base_url: str | None =
                        max_usd: float | None = None, max_tokens: int | None = None,
                        cache_dir: str | None = None, no_cache: bool = False, max_in_flight: int | None = None,
                        rpm: float | None = None, tpm: float | None = None,
-                       rate_limit_patience_s: float | None = None) -> LLMConfig:
-    """Everything the command line says about the LLM roles, as one frozen config."""
+                       rate_limit_patience_s: float | None = None, env: Mapping[str, str] | None = None
+                       ) -> LLMConfig:
+    """Everything the command line says about the LLM roles, as one frozen config. `env`: where
+    the key variables are looked up (default os.environ)."""
+    if base_url and not SCHEME.match(base_url):   # else it fails its retries as "nothing answers there"
+        raise ConfigError(f"--base-url {base_url}: the URL needs http:// or https://, e.g. http://{base_url}")
     table = load_config_file(config_file) if config_file else {}
     if base_url or model:
         # The quick path: one endpoint (or OpenAI) for every role not kept offline.
@@ -230,13 +268,13 @@ def resolve_llm_config(config_file: str | None = None, *, base_url: str | None =
             elif role == "reflector" and model and "model" not in rt:
                 rt["model"] = model      # --model covers the reflector unless the file names its own
             rt.setdefault("model", table.get("defaults", {}).get("model", "gpt-4o-mini"))
-            if api_key_env:
-                rt["api_key_env"] = api_key_env
     elif reflector_model:
         # Without --base-url/--model it only means something when the file serves the reflector.
-        backend = table.get("reflector", {}).get("backend", table.get("defaults", {}).get("backend", "offline"))
-        if backend != "offline":
+        if _backend(table.get("defaults", {}), table.get("reflector", {})) != "offline":
             table.setdefault("reflector", {})["model"] = reflector_model
+    if api_key_env:   # with a file too: a flag wins over the file
+        for role in ROLES:
+            table.setdefault(role, {})["api_key_env"] = api_key_env
     for role in offline_roles:
         table[role] = {"backend": "offline", "model": "offline"}
     for assignment in overrides:
@@ -258,9 +296,24 @@ def resolve_llm_config(config_file: str | None = None, *, base_url: str | None =
             for role in ROLES:
                 table.setdefault(role, {})[key] = value
     try:
-        return llm_config_from_table(table)
+        cfg = llm_config_from_table(table)
     except ConfigError as exc:
         if not config_file:
             raise
         also = " (with the --llm overrides)" if overrides else ""
         raise ConfigError(f"config file {config_file}{also}: {exc}") from None
+    _check_keys(cfg, table, api_key_env, os.environ if env is None else env)
+    return cfg
+
+
+def _check_keys(cfg: LLMConfig, table: dict, flag: str | None, env: Mapping[str, str]) -> None:
+    """A key variable named on purpose must be set. (Unnamed, a role with a base_url sends no key,
+    for local servers; named and unset, the placeholder key met a 401 that blamed the key.)"""
+    for role in ROLES:
+        rc, own, defaults = cfg.role(role), table.get(role, {}), table.get("defaults", {})
+        if rc.backend != "openai" or env.get(rc.api_key_env) or "api_key_env" not in {**defaults, **own}:
+            continue
+        named_by = "--api-key-env" if rc.api_key_env == flag else \
+            f"api_key_env in [llm.{role if 'api_key_env' in own else 'defaults'}]"
+        raise ConfigError(f"{rc.api_key_env} is not set: export the key in it, or drop {named_by} "
+                          "for a server that needs no key")

@@ -46,7 +46,7 @@ class Answer:
 
 
 def llm_config(config: str | None = None, *, base_url: str | None = None, model: str | None = None,
-               api_key_env: str = "OPENAI_API_KEY", offline_roles: tuple[str, ...] = (),
+               api_key_env: str | None = None, offline_roles: tuple[str, ...] = (),
                overrides: tuple[str, ...] = (), cache_dir: str | None = None, no_cache: bool = False):
     """The LLM configuration `mstar evolve` would use with these options (--config FILE,
     --base-url, --model, --api-key-env, --offline-role, --llm KEY=VALUE, --cache-dir, --no-cache):

@@ -182,6 +182,19 @@ def resume_command(root, flag: str | None = None, *, cli: bool = True) -> str:
     return f"mstar.resume({str(root)!r}{keyword})"
 
 
+# How an interrupt's stop reason ends (mstar/library/exits.py): a view that names the command with
+# the run's folder cuts it, so that it is said once.
+RESUME_SAID = "; `mstar resume` continues it"
+
+
+def stop_and_resume(stop, root) -> tuple[str, str]:
+    """A stopped run's reason (a lineage `stopped` event's) and the one command that continues it:
+    with the flag to raise, for a budget's stop."""
+    from mstar.llm.budget import budget_flag
+    flag = budget_flag(stop.reason) if stop.kind == "budget" else None
+    return stop.reason.removesuffix(RESUME_SAID), resume_command(root, flag)
+
+
 def done_lines(summary, root, width: int | None = None, *, cli: bool = True) -> list[str]:
     """Everything printed once a run ends: why it stopped (and how to go on), the best program,
     the test, its files and the next commands."""

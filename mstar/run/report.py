@@ -17,6 +17,7 @@ import html
 import time
 
 from mstar.run import events as ev_types
+from mstar.run.console import stop_and_resume
 from mstar.run.views import LineageNode, RunView, case_errors_text, lineage_tree, unified_diff, with_score_errors
 from mstar.run.progress import format_count
 from mstar.run.plots import categories_svg, spend_svg, svg_ids_unique, trajectory_svg
@@ -141,14 +142,19 @@ def _badges(n: LineageNode) -> str:
     return "".join(f'<span class="badge {m}">{m}</span>' for m in n.markers) + errors
 
 
+def _stopped(view: RunView) -> str:
+    if view.stop is None:
+        return ""
+    reason, command = stop_and_resume(view.stop, view.root)
+    return f" after iteration {view.stop.iteration}: {_e(reason)} <span class='muted'>({_e(command)} continues it)</span>"
+
+
 def _summary(view: RunView, nodes: list[LineageNode]) -> str:
     evo = view.config.get("evolution", {})
     best = next((n for n in nodes if n.best), None)
     seeds = [n for n in nodes if n.status == "seed" and n.static_score is not None]
     rows = [("run", f"{_e(view.root.name)} <span class='muted'>({_e(view.root)})</span>"),
-            ("status", _e(view.status) + (f" after iteration {view.stop.iteration}: {_e(view.stop.reason)} "
-                                          f"<span class='muted'>(mstar resume continues it)</span>"
-                                          if view.stop is not None else "")),
+            ("status", _e(view.status) + _stopped(view)),
             ("task", _e(view.config.get("task")) + (f" ({_e(view.config['data'])})" if view.config.get("data") else "")),
             ("iterations", f"{view.iterations_done} of {_e(evo.get('iterations', '?'))} "
                            f"(seed {_e(evo.get('seed'))}, static set {_e(evo.get('static_size'))}, "
