@@ -1,7 +1,7 @@
-"""Prices, the ledger's sums, budgets (warnings, stop reasons, resume) and the run estimate."""
+"""Prices, the ledger's sums, budgets (warnings, stop reasons, resume)."""
 import pytest
 
-from mstar.llm.budget import Budget, estimate_run
+from mstar.llm.budget import Budget
 from mstar.llm.ledger import Ledger, summarize
 from mstar.llm.prices import Price, PriceTable
 from mstar.llm.types import UsageRecord
@@ -82,23 +82,3 @@ def test_records_of_a_resumed_run_count_against_the_budget():
     other = Ledger(budget=Budget(max_tokens=5000))
     assert other.restore([rec(pt=6000, ct=0).to_dict()]) == 1
     assert "budget reached" in other.stop_reason()
-
-
-def test_estimate_scales_seed_costs_to_the_whole_run():
-    # Seeds: 2 evaluations of 4 episodes and 10 questions; $0.01 per extraction, $0.001 per other call.
-    prices = PriceTable({"m": {"input": 10_000.0, "output": 0.0}})
-    ledger = Ledger(prices)
-    for _ in range(2):
-        for _ in range(4):
-            ledger.add(rec(pt=1, ct=0, model="m", kind="extract_knowledge_item"))
-        for _ in range(10):
-            ledger.add(rec(pt=1, ct=0, model="m", kind="answer"))
-    assert ledger.snapshot()[0].cost_usd == pytest.approx(0.01)
-    est = estimate_run(ledger.snapshot(), ledger.cost_of, n_seeds=2, iterations=10, train_episodes=4,
-                       static_size=10, rotating_size=5, test_episodes=8, test_queries=6, reflector_cost=(0.02, 5000))
-    # per iteration: rotating (4 x 0.01 + 5 x 0.01) + child (4 x 0.01 + 10 x 0.01) + 1.5 x 0.02
-    assert est.iteration_usd == pytest.approx(0.09 + 0.14 + 0.03)
-    assert est.test_usd == pytest.approx(8 * 0.01 + 6 * 0.01)
-    assert est.total_usd == pytest.approx(est.seeds_usd + 10 * est.iteration_usd + est.test_usd)
-    assert est.seeds_usd == pytest.approx(2 * (4 * 0.01 + 10 * 0.01))
-    assert "estimate whole run" in est.line()

@@ -113,7 +113,8 @@ def test_budget_stops_the_run_cleanly_at_an_iteration_boundary(tmp_path, capsys)
     assert main(["evolve", "--task", "sample", "--seeds", "vector_search", "--static-size", "4",
                  "--iterations", "5", "--out", str(run), "--max-tokens", str(limit)]) == 0
     out, err = capsys.readouterr()
-    assert "estimate whole run" in out and "stopped budget" in out
+    assert "plan    5 iterations:" in out and "all calls so far:" in out and "stopped budget" in out
+    assert "estimate whole run" not in out and "projected" not in out   # one whole-run figure: the plan's
     assert "50%" in err and "80%" in err
     ev = events(run)
     assert ev[-1]["event"] == "stopped" and "--max-tokens" in ev[-1]["reason"]

@@ -30,7 +30,7 @@ def test_iteration_lines_show_outcome_best_spend_and_eta():
     p(_iteration(1, 2.0))
     p(_iteration(2, 4.0, status="failed"))
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("seed  seed_a") and "spend 1.0k calls 1.50M tok" in lines[0]
+    assert lines[0].startswith("seed  seed_a") and "cost 1.0k calls 1.50M tok" in lines[0]
     assert "iter   1/5" in lines[1] and "child iter_001 static 0.450 (-0.050)" in lines[1]
     assert "best 0.500" in lines[1] and "spend 1.1k calls 1.51M tok" in lines[1] and "eta 8s" in lines[1]
     assert lines[2].strip() == "change 1"
@@ -47,6 +47,19 @@ def test_priced_calls_show_dollars_and_a_resumed_run_counts_earlier_spend():
     assert "iter   4/10" in line and "spend 150 calls 12.0k tok $0.75" in line and "eta 6m00s" in line
     p({"event": "stopped", "iteration": 4, "reason": "budget of $1.00 reached", "llm": {}})
     assert "stop  after iteration 4: budget of $1.00 reached" in out.getvalue()
+
+
+def test_a_seed_line_shows_its_own_cost_and_the_next_line_the_runs_spend_so_far():
+    # The seeds run together: a cumulative figure on the second seed's line read as its own.
+    out = io.StringIO()
+    p = typed(ProgressPrinter(total=5, out=out, width=200, legend=False))
+    for pid, calls, cost in (("seed_a", 52, 0.0041), ("seed_b", 77, 0.0368)):
+        p({"event": "seed", "program_id": pid, "static_score": 0.5, "error": None,
+           "llm": {"calls": calls, "prompt_tokens": 1000, "completion_tokens": 0, "cost_usd": cost}})
+    p(_iteration(1, 2.0, cost=0.05))
+    lines = out.getvalue().splitlines()
+    assert "cost 52 calls 1.0k tok $0.0041" in lines[0] and "cost 77 calls 1.0k tok $0.0368" in lines[1]
+    assert "spend 229 calls 12.0k tok $0.0909" in lines[2]   # the run's: both seeds and the iteration
 
 
 def test_quiet_prints_nothing_but_keeps_count():

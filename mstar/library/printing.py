@@ -67,15 +67,7 @@ def exit_code(summary) -> int:
 
 
 def live_spend(router, cfg, task, evo, *, quiet: bool):
-    """Spend per role after each event, and the whole run's estimate after the seeds (mstar/run/live_spend.py)."""
+    """Every call's spend per role once the seeds are scored and after each iteration (mstar/run/live_spend.py)."""
     from mstar.run.live_spend import LiveSpend
-    from mstar.program.sources import load_program_source
     paid = any(cfg.llm.role(r).backend != "offline" for r in ROLES) or router.ledger.budget.active
-    return LiveSpend(router, n_seeds=len(cfg.seeds), iterations=cfg.evolution.iterations,
-                     train_episodes=len(evo.train), static_size=len(evo.static),
-                     rotating_size=cfg.evolution.rotating_size, test_episodes=len(task.episodes),
-                     test_queries=len(task.test), seed_sources=[load_program_source(s)[1] for s in cfg.seeds],
-                     read_max_chars=cfg.sandbox.read_max_chars, prompt_budget=cfg.evolution.prompt_budget_tokens,
-                     show=paid and not quiet)
-
-
+    return LiveSpend(router, n_seeds=len(cfg.seeds), show=paid and not quiet)

@@ -1,4 +1,5 @@
-"""Hard budgets on a run's spend, warnings on the way, and a cost estimate.
+"""Hard budgets on a run's spend and warnings on the way (the whole run's projected spend is
+mstar/run/projection.py's).
 
 A budget counts dollars (from the price table) and billed tokens (prompt +
 completion of calls that reached a server; cache hits are free). The loop asks
@@ -17,11 +18,8 @@ a resume never spends past the budget that stopped the run unless a larger one i
 """
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass, field
-
-from mstar.llm.types import UsageRecord, estimate_tokens
 
 WARN_AT = (0.5, 0.8)
 FLAGS = ("--max-usd", "--max-tokens")
@@ -116,68 +114,3 @@ class Budget:
         return {"max_usd": self.max_usd, "max_tokens": self.max_tokens,
                 "spent_usd": round(self.spent_usd, 6), "spent_tokens": self.spent_tokens,
                 "warnings": list(self.warnings)}
-
-
-# ---------------------------------------------------------------- estimate
-
-@dataclass
-class RunEstimate:
-    seeds_usd: float
-    iteration_usd: float
-    test_usd: float
-    total_usd: float
-    seeds_tokens: int
-    iteration_tokens: int
-    test_tokens: int
-    total_tokens: int
-    iterations: int
-
-    def line(self) -> str:
-        return (f"estimate whole run ~${self.total_usd:.2f}, ~{self.total_tokens:,} tokens "
-                f"(seeds ${self.seeds_usd:.2f} + {self.iterations} iterations x ~${self.iteration_usd:.3f} "
-                f"+ test ~${self.test_usd:.3f}; before cache savings)")
-
-
-def estimate_run(seed_records: list[UsageRecord], cost_of, *, n_seeds: int, iterations: int,
-                 train_episodes: int, static_size: int, rotating_size: int, test_episodes: int,
-                 test_queries: int, reflector_cost: tuple[float, int]) -> RunEstimate:
-    """Project a whole run from its seed evaluations.
-
-    The seeds give a cost per episode written (extraction calls) and per question
-    asked (query, answer, toolkit and judge calls). An iteration evaluates the
-    parent on the rotating batch and the child on the static set, each writing the
-    training episodes, plus ~1.5 reflector calls (compile-fix rounds included); the
-    test evaluation writes every episode and asks the test questions. Cache hits
-    are priced as misses, so this is what the run costs before the cache helps.
-    `cost_of(record) -> usd` prices a record as if it had gone to the server.
-    """
-    n_evals = max(n_seeds, 1)
-    ext = [r for r in seed_records if r.kind == "extract_knowledge_item"]
-    rest = [r for r in seed_records if r.kind != "extract_knowledge_item"]
-    per_episode = (sum(map(cost_of, ext)) / (n_evals * max(train_episodes, 1)),
-                   sum(r.prompt_tokens + r.completion_tokens for r in ext) / (n_evals * max(train_episodes, 1)))
-    per_query = (sum(map(cost_of, rest)) / (n_evals * max(static_size, 1)),
-                 sum(r.prompt_tokens + r.completion_tokens for r in rest) / (n_evals * max(static_size, 1)))
-
-    def evaluation(episodes: int, queries: int) -> tuple[float, float]:
-        return (episodes * per_episode[0] + queries * per_query[0],
-                episodes * per_episode[1] + queries * per_query[1])
-
-    rot, child = evaluation(train_episodes, rotating_size), evaluation(train_episodes, static_size)
-    refl_usd, refl_tokens = reflector_cost
-    it_usd = rot[0] + child[0] + 1.5 * refl_usd
-    it_tok = rot[1] + child[1] + 1.5 * refl_tokens
-    test = evaluation(test_episodes, test_queries) if test_queries else (0.0, 0.0)
-    seeds_usd = sum(r.cost_usd for r in seed_records)
-    seeds_tok = sum(r.billed_tokens for r in seed_records)
-    return RunEstimate(seeds_usd, it_usd, test[0], seeds_usd + iterations * it_usd + test[0],
-                       seeds_tok, math.ceil(it_tok), math.ceil(test[1]),
-                       math.ceil(seeds_tok + iterations * it_tok + test[1]), iterations)
-
-
-def reflector_prompt_tokens(seed_sources: list[str], read_max_chars: int, prompt_budget: int) -> int:
-    """A reflection prompt holds the program, a better and a worse reference program and two
-    failed cases (question, answer, retrieved memory) plus fixed instructions."""
-    longest = max((estimate_tokens(s) for s in seed_sources), default=1500)
-    guess = 3 * longest + 2 * (read_max_chars // 4 + 300) + 1500
-    return min(guess, prompt_budget)

@@ -11,7 +11,7 @@
   projection.py    what the whole run will have spent when it ends
   progress.py      the console lines of a run (seeds, iterations)
   eval_progress.py the live line while an evaluation waits on the LLM
-  live_spend.py    spend per role after each event (the console)
+  live_spend.py    every call so far, per role (the console)
   views.py         read-only views for `mstar runs/lineage/show`           never writes into a run folder
   export.py        one program as a standalone file
   report.py        `mstar report`: one self-contained HTML file            no scripts, no network

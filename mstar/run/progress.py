@@ -1,7 +1,8 @@
-"""What `mstar evolve` / `mstar resume` print while a run goes: one line per seed and iteration
-with the outcome, the best score so far and for how many iterations no child has significantly
-beaten it ("stalled", strategies/stopping.py), the spend so far with the whole run's projected
-spend (mstar/run/projection.py), and an ETA.
+"""What `mstar evolve` / `mstar resume` print while a run goes: one line per seed (its score and
+its evaluation's own `cost`) and per iteration with the outcome, the best score so far and for how
+many iterations no child has significantly beaten it ("stalled", strategies/stopping.py), the
+run's `spend` so far with the whole run's projection, `-> ~... in all` (mstar/run/projection.py:
+the one whole-run figure the console prints, first on the `plan` line), and an ETA.
 
 The printer is fed the loop's lineage events (the same records that go to lineage.jsonl), so
 it needs no hook of its own and shows exactly what was recorded. Lines are laid out to the
@@ -26,6 +27,14 @@ def format_count(n: float) -> str:
         if abs(n) >= limit:
             return f"{n / limit:.{digits}f}{suffix}"
     return f"{n:.0f}"
+
+
+def format_usd(usd: float | None, mark: str = "") -> str:
+    """' $0.75' ('' for nothing priced: the offline backend costs nothing); under 10 cents with 4
+    decimals, so a seed that cost $0.0041 does not read $0.00."""
+    if not usd:
+        return ""
+    return f" {mark}${usd:.2f}" if abs(usd) >= 0.1 else f" {mark}${usd:.4f}"
 
 
 def format_duration(seconds: float) -> str:
@@ -85,9 +94,20 @@ class ProgressPrinter:
             self.cost = (self.cost or 0.0) + float(llm["cost_usd"])
 
     def spend_text(self) -> str:
+        """The run's spend so far: the sum over the events recorded (the calls of work still
+        running are in the `all calls so far` line, mstar/run/live_spend.py)."""
         # Dollars only when some call was priced above zero (the offline backend costs nothing).
-        cost = f" ${self.cost:.2f}" if self.cost else ""
-        return f"{format_count(self.calls)} calls {format_count(self.tokens)} tok{cost}"
+        return f"{format_count(self.calls)} calls {format_count(self.tokens)} tok{format_usd(self.cost)}"
+
+    @staticmethod
+    def cost_text(ev) -> str:
+        """One event's own calls: a seed's line shows its evaluation's, not the run's so far --
+        the seeds run together, so a cumulative figure read as the second seed's own (129 calls
+        for a seed that made 77)."""
+        llm = ev.llm or {}
+        tokens = int(llm.get("prompt_tokens", 0)) + int(llm.get("completion_tokens", 0))
+        return f"{format_count(int(llm.get('calls', 0)))} calls {format_count(tokens)} tok" \
+               f"{format_usd(llm.get('cost_usd'))}"
 
     def stalled_text(self, ev=None) -> str:
         """Iterations without progress ("" right after some): the stop condition's own count when
@@ -130,7 +150,7 @@ class ProgressPrinter:
             err = f"[failed: {ev.error.get('message', '')}]" if ev.error else ""
             errors = _errors(ev.case_errors, ev.ingest_errors)
             self._say(pack(_safe(f"seed  {ev.program_id:<{self.id_w}} static {ev.static_score:.3f}{errors}",
-                                 f"spend {self.spend_text()}", err), self.width, indent=6))
+                                 f"cost {self.cost_text(ev)}", err), self.width, indent=6))
             if self.projection is not None and self.projection.ready and not self._planned:
                 self._planned = True
                 self._say(fit(self.projection.plan_line(), self.width))

@@ -5,16 +5,24 @@ Made once the seeds are scored and again after every iteration, for the progress
     spent so far
   + iterations left x one iteration (the mean of this process's iterations; before the first,
     an estimate from the best seed's evaluation: a child scored on the static set, the parent on
-    a rotating batch with `--rotating fresh`, ~1.5 reflector calls. The best seed, because parents
-    are drawn by score and most children descend from it; the costliest seed made the offline
-    sample's plan line say 13.7M tokens for a run that spent 2.4M)
+    a rotating batch with `--rotating fresh`, ~1.5 reflector calls at the reflector's price. The
+    best seed, because parents are drawn by score and most children descend from it; the costliest
+    seed made the offline sample's plan line say 13.7M tokens for a run that spent 2.4M)
   + the end: the confirmation (its budget is a share of the tokens asked before it, sent or
     cached, taken here as that share of the spend before it), and the test (the champion and the best seed,
     every episode written, every test question asked) -- at the costs of the best program so far
     and of the best seed, from their own evaluations' calls (before any child: the best
     seed's, twice). Measured on the offline sample run: the champion, a vector-search child,
     costs a tenth of the LLM summariser per question, so pricing the test at the costliest seed
-    had the iteration lines project 8.1M tokens for a run that spent 2.4M.
+    had the iteration lines project 8.1M tokens for a run that spent 2.4M. Once no iteration is
+    left and the best program is still a seed, the end tests that seed alone (mstar/final/finish.py):
+    priced twice, the last iteration line of a 2-iteration run said $0.61 for a run that spent
+    $0.38 (now $0.39).
+
+This is the one whole-run figure the console prints: the `plan` line, then `-> ~... in all` on
+every iteration line. A second estimate, from the seeds' mean cost per question, was printed
+under the plan line (`estimate whole run`): it said $0.22 for that run beside the plan's $0.59,
+its test $0.088 for a test that cost $0.22.
 
 The seed estimate splits the seeds' calls into per-episode ones (extractions) and per-question
 ones (query, answer, toolkit, judge): what a test of other sizes costs follows. Cache hits count
@@ -26,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mstar.llm import scope as llm_scope
+from mstar.llm.types import estimate_tokens
 
 REFLECTOR_CALLS = 1.5                 # a reflection and, sometimes, a compile fix
 REFLECTOR_COMPLETION_TOKENS = 2000
@@ -69,6 +78,7 @@ class Shape:
     test_queries: int
     confirm_share: float          # 0 without a confirmation
     reflector_prompt_tokens: int
+    reflector_usd: float = 0.0    # one reflector call at its price (0 unpriced)
 
 
 def unit_costs(seed_records, shape: Shape, best_seed: str | None = None) -> tuple[Spend, Spend, Spend]:
@@ -88,7 +98,7 @@ def unit_costs(seed_records, shape: Shape, best_seed: str | None = None) -> tupl
         e = Spend.of_records(extract) * (1 / max(shape.train_episodes, 1))
         q = Spend.of_records(rest) * (1 / max(shape.static_size, 1))
         episode, question = max(episode, e, key=_weight), max(question, q, key=_weight)
-    reflector = Spend(1, shape.reflector_prompt_tokens + REFLECTOR_COMPLETION_TOKENS, 0.0)
+    reflector = Spend(1, shape.reflector_prompt_tokens + REFLECTOR_COMPLETION_TOKENS, shape.reflector_usd)
     return episode, question, reflector
 
 
@@ -113,9 +123,10 @@ def seed_iteration(episode: Spend, question: Spend, reflector: Spend, shape: Sha
 
 
 def test_phase(episode: Spend, question: Spend, shape: Shape) -> Spend:
+    """One program's test."""
     if not shape.test_queries:
         return Spend()
-    return (episode * shape.test_episodes + question * shape.test_queries) * TESTED_PROGRAMS
+    return episode * shape.test_episodes + question * shape.test_queries
 
 
 class Projection:
@@ -128,7 +139,8 @@ class Projection:
         self.done = done_before
         self.iterations: list[Spend] = []
         self.first: Spend | None = None       # one iteration, estimated from the seeds
-        self.test: Spend = Spend()
+        self._seed_test: Spend = Spend()      # the best seed's test
+        self._child_test: Spend | None = None  # the best program's, once a child is the best
         self.seeds_seen = 0
         self._best: tuple[float, str, bool] | None = None     # (static score, scope, a seed?)
         self._best_seed: tuple[float, str] | None = None
@@ -167,16 +179,28 @@ class Projection:
         child = scope_units([r for r in records if r.scope == self._best[1]], self.shape.train_episodes, questions)
         seed = scope_units([r for r in records if r.scope == self._best_seed[1]], self.shape.train_episodes,
                            self.shape.static_size)
-        self.test = Spend()
-        for episode, question in (child, seed):
-            self.test = self.test + episode * self.shape.test_episodes + question * self.shape.test_queries
+        self._child_test, self._seed_test = test_phase(*child, self.shape), test_phase(*seed, self.shape)
 
     def _from_seeds(self) -> None:
         records = [r for r in self.router.ledger.snapshot() if (r.scope or "").startswith("seed_")]
         episode, question, reflector = unit_costs(records, self.shape,
                                                   self._best_seed[1] if self._best_seed else None)
         self.first = seed_iteration(episode, question, reflector, self.shape)
-        self.test = test_phase(episode, question, self.shape)
+        self._seed_test = test_phase(episode, question, self.shape)
+
+    @property
+    def tested(self) -> int:
+        """How many programs the end will test: the best seed and the champion-to-be -- while
+        iterations are left, a child even if none is the best yet; with none left and a seed the
+        best, that seed alone."""
+        return TESTED_PROGRAMS if self._child_test is not None or self.done < self.shape.iterations else 1
+
+    @property
+    def test(self) -> Spend:
+        """The end's tests, a child that is not the best yet priced as the best seed."""
+        if self._child_test is not None:
+            return self._seed_test + self._child_test
+        return self._seed_test * self.tested
 
     @property
     def ready(self) -> bool:
@@ -199,31 +223,48 @@ class Projection:
         return before_end + before_end * self.shape.confirm_share + self.test
 
     def text(self) -> str:
-        from mstar.run.progress import format_count
+        """The projection on an iteration line: 'in all', as the plan line says it."""
+        from mstar.run.progress import format_count, format_usd
         t = self.total()
-        return f"~{format_count(t.calls)} calls {format_count(t.tokens)} tok" + (f" ${t.usd:.2f}" if t.usd else "")
+        return f"~{format_count(t.calls)} calls {format_count(t.tokens)} tok{format_usd(t.usd)} in all"
 
     def plan_line(self) -> str:
-        """The line printed once the seeds are scored."""
-        from mstar.run.progress import format_count
-        t, per = self.total(), self.first or Spend()
-        money = f", ~${t.usd:.2f}" if t.usd else ""
+        """The line printed once the seeds are scored: the whole run and the parts it adds up
+        (the seeds spent, the iterations, the confirmation, the test), so no other line need say it."""
+        from mstar.run.progress import format_count, format_usd
+        t, per, spent = self.total(), self.first or Spend(), self.spent
+        money = f",{format_usd(t.usd, '~')}" if t.usd else ""
         share = f"confirmation ~{self.shape.confirm_share:.0%} of the spend before it; " \
             if self.shape.confirm_share else ""
-        return (f"plan    {self.shape.iterations} iterations: ~{format_count(t.calls)} calls, "
-                f"~{format_count(t.tokens)} tokens{money} in all (~{format_count(per.calls)} calls "
-                f"{format_count(per.tokens)} tok per iteration; {share}test ~{format_count(self.test.calls)} calls)")
+        n = self.shape.iterations
+        return (f"plan    {n} iteration{'' if n == 1 else 's'}: ~{format_count(t.calls)} calls, "
+                f"~{format_count(t.tokens)} tokens{money} in all (seeds {format_count(spent.calls)} calls "
+                f"{format_count(spent.tokens)} tok{format_usd(spent.usd)}; ~{format_count(per.calls)} calls "
+                f"{format_count(per.tokens)} tok{format_usd(per.usd)} per iteration; {share}"
+                f"test ~{format_count(self.test.calls)} calls{format_usd(self.test.usd)} "
+                f"({self.tested} program{'s' if self.tested != 1 else ''}))")
 
 
 def for_run(router, cfg, task, evo, **kw) -> Projection:
     """The projection of a run about to start (evo: its loop.Evolution, which holds the split)."""
-    from mstar.llm.budget import reflector_prompt_tokens
     from mstar.program.sources import load_program_source
     ev = cfg.evolution
     share = (ev.confirm_budget or 0.0) if ev.confirm_size > 0 and ev.confirm_top > 1 else 0.0
+    prompt = reflector_prompt_tokens([load_program_source(s)[1] for s in cfg.seeds], cfg.sandbox.read_max_chars,
+                                     ev.prompt_budget_tokens)
+    reflector = router.backend("reflector")
+    price = router.ledger.prices.lookup(reflector.model, reflector.name)
     shape = Shape(iterations=ev.iterations, n_seeds=len(cfg.seeds), train_episodes=len(evo.train),
                   static_size=len(evo.static), rotating_size=ev.rotating_size, rotating_fresh=ev.rotating == "fresh",
                   test_episodes=len(task.episodes), test_queries=len(task.test), confirm_share=share,
-                  reflector_prompt_tokens=reflector_prompt_tokens([load_program_source(s)[1] for s in cfg.seeds],
-                                                                  cfg.sandbox.read_max_chars, ev.prompt_budget_tokens))
+                  reflector_prompt_tokens=prompt,
+                  reflector_usd=price.cost(prompt, REFLECTOR_COMPLETION_TOKENS) if price else 0.0)
     return Projection(router, shape, **kw)
+
+
+def reflector_prompt_tokens(seed_sources: list[str], read_max_chars: int, prompt_budget: int) -> int:
+    """A reflection prompt holds the program, a better and a worse reference program and two
+    failed cases (question, answer, retrieved memory) plus fixed instructions."""
+    longest = max((estimate_tokens(s) for s in seed_sources), default=1500)
+    guess = 3 * longest + 2 * (read_max_chars // 4 + 300) + 1500
+    return min(guess, prompt_budget)
