@@ -13,8 +13,8 @@
                   asked, each racer priced at its own cost                  allowance is never passed
   held_out.py     the test evaluations, some started before the end        each program is tested once; a test no
                   (in the background)                                       longer needed is cancelled
-  test_budget.py  under a spend cap, whether the race and the tests fit    a capped run never tests past its cap:
-                  what is left, priced from the programs' own calls          it stops, resumable, instead
+  end_budget.py   under a spend cap, whether the race and the tests fit    a capped run never tests past its cap:
+                  what is left, priced from the programs' own calls         it stops, resumable, instead
   stats.py        paired bootstrap intervals over shared items              pure functions, seeded resampling
   summary.py      summary.json: the run's outcome in one record             written when the run ends or stops
   comparison.py   several programs on one split, laid out like the         every row on the same items

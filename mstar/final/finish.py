@@ -14,7 +14,7 @@
    test score when it was tested).
 3. summary.json, best_program.py, and the last lineage event: a TestEvent when the run finished,
    a StoppedEvent (resumable) when a budget (also one the race and the tests would cross:
-   test_budget.py), the endpoint or the task's scorer (it failed on every
+   end_budget.py), the endpoint or the task's scorer (it failed on every
    case of an evaluation: mstar.evaluation.ScorerOutage) stopped it -- then no test is run.
    A run ended early by its stop condition (`--patience`) is finished: its champion is chosen and
    tested, and summary.json says why it ended (`early_stop`).
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from mstar.evaluation.records import ScorerOutage
 from mstar.final import champion as champ
 from mstar.final.held_out import SCOPE as TEST_SCOPE
-from mstar.final.test_budget import unaffordable
+from mstar.final.end_budget import unaffordable
 from mstar.run import events
 from mstar.final.summary import RunSummary, write_summary
 
@@ -50,7 +50,7 @@ def finish_run(evo, t_start: float, stop: Stop | None, iterations: int, endpoint
         return _stopped_before_seeds(evo, t_start, stop, iterations)
     rule = ev.pick if ev.pick in champ.RULES else "confirmed"
     confirmation, tests, t_test = None, {}, time.perf_counter()
-    if stop is None:   # under a spend cap the end must fit what is left (test_budget.py)
+    if stop is None:   # under a spend cap the end must fit what is left (end_budget.py)
         share = (getattr(ev, "confirm_budget", None) or 0.0) if ev.confirm_top > 1 and ev.confirm_size > 0 else 0.0
         leader = evo.pool.get(champ.candidates(entries, 1)[0].program_id)
         reason = unaffordable(evo, [seed] if leader is seed else [seed, leader], share)

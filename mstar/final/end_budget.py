@@ -36,7 +36,7 @@ def _static_records(records, entry: PoolEntry) -> list:
     return recs
 
 
-def test_cost(evo, entry: PoolEntry) -> tuple[float, int]:
+def cost_of_test(evo, entry: PoolEntry) -> tuple[float, int]:
     """(dollars, tokens) `entry`'s held-out test is likely to cost (see the module docstring)."""
     ledger = evo.router.ledger
     records = ledger.snapshot()
@@ -59,7 +59,7 @@ def unaffordable(evo, tested: list[PoolEntry], race_share: float) -> str | None:
     budget = evo.router.ledger.budget
     if not budget.active:
         return None
-    costs = [test_cost(evo, e) for e in tested] if evo.task.test else []
+    costs = [cost_of_test(evo, e) for e in tested] if evo.task.test else []
     end_usd = budget.spent_usd * race_share + sum(c[0] for c in costs)
     end_tokens = budget.spent_tokens * race_share + sum(c[1] for c in costs)
     for flag, spent, limit, end, fmt in (
