@@ -62,8 +62,8 @@ def lineage(run: Path) -> list[dict]:
     return [{k: v for k, v in e.items() if k not in TIMING_KEYS} for e in events]
 
 
-SEED_A = '''"""Seed A."""
-from dataclasses import dataclass, field
+# The schema and instructions of the small programs the tests write (each adds its KnowledgeBase).
+PROGRAM_HEAD = '''from dataclasses import dataclass, field
 
 INSTRUCTION_KNOWLEDGE_ITEM = "Write down the facts."
 INSTRUCTION_QUERY = "Ask for the fact."
@@ -79,7 +79,10 @@ class KnowledgeItem:
 @dataclass
 class Query:
     query_text: str = field(default="", metadata={"description": "what to look up"})
+'''
 
+SEED_A = '''"""Seed A."""
+''' + PROGRAM_HEAD + '''
 
 class KnowledgeBase:
     def __init__(self, toolkit):

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 from failure_helpers import endpoint, events, usage
-from gate_helpers import Gate, wait_until
+from gate_helpers import Gate, OneByOne, wait_until
 
 from mstar.cli import main
 from mstar.final.held_out import HeldOutTests
@@ -41,36 +41,8 @@ def _ask(router, text, work=None, errors=None):
     return t
 
 
-class _OneByOne(Gate):
-    """A gate that lets its background calls finish one at a time (`let_one`); any other call
-    (the run's own) is answered at once, so a turn always frees a background slot."""
-
-    def __init__(self):
-        super().__init__()
-        self.turns = threading.Semaphore(0)
-
-    def complete(self, messages):
-        with self.lock:
-            self.asked.append(messages[-1]["content"])
-        if not self.open.is_set() and messages[-1]["content"].startswith(("test", "guess")):
-            self.turns.acquire(timeout=10)
-        return ChatResponse(text="ok", model="gate", backend="test")
-
-    def let_one(self, then_asked: int):
-        self.turns.release()
-        wait_until(lambda: len(self.asked) == then_asked)
-
-    def let_all(self, threads, held: int = 8):
-        """Answer everything from now on, the `held` calls waiting for a turn too; join `threads`."""
-        self.open.set()
-        for _ in range(held):
-            self.turns.release()
-        for t in threads:
-            t.join(10)
-
-
 def test_background_calls_hold_half_the_cap_a_guess_goes_before_a_test_and_the_run_s_own_calls_go_past_them():
-    gate = _OneByOne()
+    gate = OneByOne()
     router = LLMRouter({r: gate for r in ROLES}, max_in_flight=8)
     threads = [_ask(router, f"test{i}", llm_scope.Background(IDLE)) for i in range(6)]
     # A test started early takes the whole background half (4 of 8), not a quarter of it: the
@@ -91,7 +63,7 @@ def test_background_calls_hold_half_the_cap_a_guess_goes_before_a_test_and_the_r
 
 
 def test_beside_the_race_the_tests_take_the_whole_cap_and_the_race_s_calls_still_go_first():
-    gate = _OneByOne()
+    gate = OneByOne()
     router = LLMRouter({r: gate for r in ROLES}, max_in_flight=8)
     threads = [_ask(router, f"test{i}", llm_scope.Background(IDLE)) for i in range(10)]
     wait_until(lambda: len(gate.asked) == 4 and router.background.any.waiting() == 6)   # during the iterations: half

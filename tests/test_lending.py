@@ -9,36 +9,15 @@ import threading
 import time
 
 import pytest
-from gate_helpers import Gate, wait_until
+from gate_helpers import OneByOne, wait_until
 
 from mstar.iteration.lending import ReflectorLending, window_seconds
 from mstar.llm import scope as llm_scope
 from mstar.llm.router import LLMRouter
 from mstar.llm.slots import IDLE, BackgroundShare, Slots
-from mstar.llm.types import ChatResponse, UsageRecord
+from mstar.llm.types import UsageRecord
 
 ROLES = ("task", "reflector", "toolkit", "judge")
-
-
-class _Turns(Gate):
-    """Background calls ("test...") wait for a turn each (`let`); the run's own are answered at once."""
-
-    def __init__(self):
-        super().__init__()
-        self.turns = threading.Semaphore(0)
-
-    def complete(self, messages):
-        with self.lock:
-            self.asked.append(messages[-1]["content"])
-        if messages[-1]["content"].startswith("test") and not self.open.is_set():
-            self.turns.acquire(timeout=10)
-        return ChatResponse(text="ok", model="gate", backend="test")
-
-    def let(self, n: int, then_asked: int | None = None):
-        for _ in range(n):
-            self.turns.release()
-        if then_asked is not None:
-            wait_until(lambda: len(self.asked) == then_asked)
 
 
 def _background_calls(router, n):
@@ -52,10 +31,7 @@ def _background_calls(router, n):
 
 
 def _finish(gate, threads):
-    gate.open.set()
-    gate.let(len(threads))
-    for t in threads:
-        t.join(10)
+    gate.let_all(threads, held=len(threads))
 
 
 def test_a_narrowed_limit_hands_no_slot_on_until_fewer_are_held():
@@ -81,7 +57,7 @@ def test_a_narrowed_limit_hands_no_slot_on_until_fewer_are_held():
 
 
 def test_lent_background_takes_every_slot_but_the_reflector_s_and_is_back_to_half_after():
-    gate = _Turns()
+    gate = OneByOne()
     router = LLMRouter({r: gate for r in ROLES}, max_in_flight=8)
     threads = _background_calls(router, 12)
     wait_until(lambda: len(gate.asked) == 4 and router.background.any.waiting() == 8)   # half the cap
@@ -103,7 +79,7 @@ def test_lent_background_takes_every_slot_but_the_reflector_s_and_is_back_to_hal
 
 
 def test_a_lending_ends_at_its_window_even_while_the_reply_is_awaited():
-    gate = _Turns()
+    gate = OneByOne()
     router = LLMRouter({r: gate for r in ROLES}, max_in_flight=8)
     threads = _background_calls(router, 12)
     wait_until(lambda: len(gate.asked) == 4)
@@ -137,7 +113,7 @@ def test_the_window_is_a_cautious_reply_plus_the_shortest_gates_minus_a_backgrou
 
 
 def test_the_run_s_lending_reads_the_reflector_s_replies_its_gates_and_the_background_s_holds():
-    gate = _Turns()
+    gate = OneByOne()
     router = LLMRouter({r: gate for r in ROLES}, max_in_flight=8)
     lending = ReflectorLending(router)
     for latency in (30.0, 9.0, 40.0, 12.0):   # lower quartile: 12.0

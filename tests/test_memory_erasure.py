@@ -17,26 +17,11 @@ import pytest
 from mstar.api import MemoryProgram, llm_config
 from mstar.memory.log import read_log
 from mstar.memory.store import StoreError
+from run_helpers import PROGRAM_HEAD
 from test_memory_forget import store_bytes
 
 PROFILE = '''"""Keeps a running profile that the toolkit LLM rewrites from the old profile and the new note."""
-from dataclasses import dataclass, field
-
-INSTRUCTION_KNOWLEDGE_ITEM = "Write down the facts."
-INSTRUCTION_QUERY = "Ask for the fact."
-INSTRUCTION_RESPONSE = "Answer briefly."
-ALWAYS_ON_KNOWLEDGE = ""
-
-
-@dataclass
-class KnowledgeItem:
-    content: str = field(default="", metadata={"description": "facts"})
-
-
-@dataclass
-class Query:
-    query_text: str = field(default="", metadata={"description": "what to look up"})
-
+''' + PROGRAM_HEAD + '''
 
 class KnowledgeBase:
     def __init__(self, toolkit):

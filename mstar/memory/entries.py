@@ -15,7 +15,6 @@ store's program, under the same id, so importing a file twice writes each entry 
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import IO, Iterable, Iterator
 
 from mstar.memory.log import LogRecord
 from mstar.memory.store import StoreError
+from mstar.run.store import atomic_write_text
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 500
@@ -117,22 +117,7 @@ def export_lines(records: Iterable[LogRecord]) -> Iterator[str]:
 def write_export(path: str | Path, text: str) -> None:
     """Write an export as the store keeps its files (0600): it holds every raw text. Written whole
     or not at all (a temporary file beside it, renamed)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o600)       # a leftover of an earlier try keeps its mode otherwise
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write_text(Path(path), text, mode=0o600)
 
 
 def read_export(source: str | Path | IO[str]) -> list[tuple[str, str | None]]:

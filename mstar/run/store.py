@@ -71,11 +71,16 @@ class RunLockedError(RuntimeError):
 TEMP_NAME = re.compile(r"^\..+\.tmp(\d+)$")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
+    """Write `text` whole or not at all (a temporary file beside it, renamed); with `mode`, the
+    file has exactly that mode from the start (a memory store's export: 0600, it holds every text)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666 if mode is None else mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)   # a leftover of an earlier try keeps its own mode otherwise
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
